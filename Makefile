@@ -1,0 +1,43 @@
+# Two commands for a fresh machine (see README): `make run` and `make test`.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+EXTRAS := asr,llm,tts-gpl,face,dev
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+ARGS   ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup run test lint browser clean
+
+setup: $(STAMP)
+
+# torch is installed first by exact version: this machine keeps the 2.13.0 CPU wheel on disk,
+# while an unpinned `torch` would pull a multi-GB CUDA build from the registry.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: setup
+	$(PY) -m rtc_server $(ARGS)
+
+# Debian's chromium for the browser test (no browser downloads). Needs root; without it the
+# browser tests skip with a reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium not installed: browser tests will skip"; }
+
+# Every test runs inside a fresh network namespace that has only loopback: nothing can leave
+# 127.0.0.1 (see README, "Network").
+test: setup browser
+	unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q $(PYTEST_ARGS)'
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache
