@@ -29,7 +29,7 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechEnded:
-    """Speech over: enough trailing silence (`forced=False`) or the max length hit (`forced=True`)."""
+    """Speech over: enough trailing silence (`forced=False`) or max length hit (`forced=True`)."""
 
     t: float  # stream time (s) of the last voiced frame's end
     forced: bool

@@ -1,0 +1,51 @@
+"""Options of voice activity detection and endpointing (`[vad]` in the server's TOML).
+
+Defaults are the embedded offline default: webrtcvad, 20 ms frames, end of speech after
+400 ms of silence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engines.vad.errors import InvalidVadConfigError
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    engine: str = "webrtcvad"  # detector: "webrtcvad" (the only one; silero can confirm it)
+    aggressiveness: int = 2  # webrtcvad mode 0..3; higher rejects more noise (and soft speech)
+    frame_ms: int = 20  # analysis frame: 10, 20 or 30 ms (webrtcvad's accepted sizes)
+    min_speech_ms: int = 150  # voiced audio needed before SpeechStarted (rejects clicks, coughs)
+    start_gap_ms: int = 100  # unvoiced gap that resets a not-yet-confirmed onset
+    end_silence_ms: int = 400  # trailing silence (hangover) before SpeechEnded
+    max_utterance_s: float = 30.0  # forced SpeechEnded after this much speech
+    pre_roll_ms: int = 500  # audio kept before the onset so the first syllable is not lost
+    noise_gate_db: float = 6.0  # frames must be this far above the noise floor (0 = no gate)
+    silero_confirm: bool = False  # also require silero-vad (ONNX) to hear speech in each frame
+    silero_threshold: float = 0.5  # silero speech probability counted as speech
+
+    def __post_init__(self) -> None:
+        if self.engine != "webrtcvad":
+            raise InvalidVadConfigError(f"unknown vad engine {self.engine!r}")
+        if self.aggressiveness not in (0, 1, 2, 3):
+            raise InvalidVadConfigError("aggressiveness must be 0, 1, 2 or 3")
+        if self.frame_ms not in (10, 20, 30):
+            raise InvalidVadConfigError("frame_ms must be 10, 20 or 30")
+        for name in ("min_speech_ms", "start_gap_ms", "end_silence_ms", "pre_roll_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidVadConfigError(f"{name} must be >= 0")
+        if self.end_silence_ms < self.frame_ms:
+            raise InvalidVadConfigError("end_silence_ms must be at least one frame")
+        if self.max_utterance_s <= 0:
+            raise InvalidVadConfigError("max_utterance_s must be > 0")
+        if self.noise_gate_db < 0:
+            raise InvalidVadConfigError("noise_gate_db must be >= 0")
+        if not 0.0 < self.silero_threshold < 1.0:
+            raise InvalidVadConfigError("silero_threshold must be in (0, 1)")
+
+    @property
+    def frame_samples(self) -> int:
+        return SAMPLE_RATE * self.frame_ms // 1000
