@@ -1,1 +1,29 @@
-"""tts engines."""
+"""TTS engines: text chunk -> `Speech` (int16 PCM, sample rate, phoneme timings).
+
+`create_tts(config)` picks the implementation from `config.engine` ("piper" default,
+"espeak" fallback); heavy packages load lazily inside the implementation modules.
+"""
+
+from __future__ import annotations
+
+from engines.tts.base import TTS, PhonemeTiming, Speech
+from engines.tts.config import TTSConfig
+from engines.tts.errors import InvalidInputError
+
+__all__ = ["TTS", "PhonemeTiming", "Speech", "TTSConfig", "create_tts"]
+
+
+def create_tts(config: TTSConfig | None = None) -> TTS:
+    """Build the configured TTS engine (loads its voice now)."""
+    config = config or TTSConfig()
+    if config.engine == "piper":
+        from engines.tts.piper_tts import PiperTTS
+
+        return PiperTTS(
+            config.voice_model, config.voice_config, speed=config.speed, use_cuda=config.use_cuda
+        )
+    if config.engine == "espeak":
+        from engines.tts.espeak import EspeakTTS
+
+        return EspeakTTS(config.espeak_voice, speed=config.speed, pitch=config.pitch)
+    raise InvalidInputError(f"unknown tts engine {config.engine!r} (piper, espeak)")

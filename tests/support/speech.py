@@ -1,0 +1,182 @@
+"""Generated test speech from the project's own TTS engines, cached on disk.
+
+For tests and benchmarks of every stage that needs spoken input (ASR, VAD, face):
+
+- `synth(text, engine="piper"|"espeak", sample_rate=16000, voice=None, speed=1.0, pitch=None)`
+  -> int16 mono PCM at `sample_rate` (resampled with soxr);
+- `synth_with_timings(...)` -> `engines.tts.Speech` with the same PCM and phoneme timings (ms,
+  following `engines.tts.phonemes`; times are scaled so the last phoneme ends with the audio);
+- `add_noise(pcm, snr_db, seed=0, kind="white"|"babble", sample_rate=16000)` -> noisy PCM.
+
+`voice` is a piper `.onnx` path (None = joe) or an espeak-ng voice name such as "en-gb+f3"
+(None = "en-us"); `pitch` (0..100) exists only for espeak. Results are cached under
+`engines.cache.cache_dir("test-speech")`, keyed by every argument, so repeated runs cost nothing;
+voices load once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from typing import Literal
+
+import numpy as np
+
+from engines.cache import cache_dir
+from engines.tts.base import TTS, PhonemeTiming, Speech
+
+Engine = Literal["piper", "espeak"]
+_CACHE_VERSION = 1  # bump when the engines' output format changes
+_BABBLE_LINES = (
+    "The meeting moved to Thursday afternoon because the room was booked.",
+    "Could you pass the salt and the pepper, please?",
+    "We walked along the river until the sun went down behind the hills.",
+    "Prices rose again last month, mostly for food and energy.",
+    "She said the train would be twenty minutes late this evening.",
+    "I think the blue one looks better than the green one.",
+)
+_BABBLE_VOICES = ("en-us+m3", "en-gb+f2", "en-us+f4", "en-gb-x-rp+m1", "en-us+m7", "en-gb+f5")
+
+
+@functools.lru_cache(maxsize=16)
+def _engine(engine: Engine, voice: str | None, speed: float, pitch: int | None) -> TTS:
+    if engine == "piper":
+        if pitch is not None:
+            raise ValueError("pitch is only supported by the espeak engine")
+        from engines.tts.piper_tts import PiperTTS
+
+        return PiperTTS(voice, speed=speed)
+    if engine == "espeak":
+        from engines.tts.espeak import EspeakTTS
+
+        return EspeakTTS(voice or "en-us", speed=speed, pitch=pitch)
+    raise ValueError(f"unknown engine {engine!r}")
+
+
+def _concat(parts: list[Speech], text: str) -> Speech:
+    if not parts:
+        raise ValueError(f"no speech for {text!r}")
+    rate = parts[0].sample_rate
+    phonemes: list[PhonemeTiming] = []
+    offset = 0
+    for part in parts:
+        shift = 1000.0 * offset / rate
+        phonemes.extend(
+            PhonemeTiming(p.phoneme, p.start_ms + shift, p.dur_ms) for p in part.phonemes
+        )
+        offset += len(part.pcm)
+    pcm = np.concatenate([p.pcm for p in parts]).astype(np.int16, copy=False)
+    return Speech(pcm=pcm, sample_rate=rate, phonemes=tuple(phonemes), text=text)
+
+
+def _resample(speech: Speech, sample_rate: int) -> Speech:
+    if speech.sample_rate == sample_rate:
+        return speech
+    import soxr
+
+    pcm = soxr.resample(speech.pcm, speech.sample_rate, sample_rate).astype(np.int16, copy=False)
+    # soxr's length differs from the ideal by a sample or so: scale so timings end with the audio.
+    old_ms = 1000.0 * len(speech.pcm) / speech.sample_rate
+    new_ms = 1000.0 * len(pcm) / sample_rate
+    k = new_ms / old_ms if old_ms else 1.0
+    phonemes = tuple(
+        PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in speech.phonemes
+    )
+    return Speech(pcm=pcm, sample_rate=sample_rate, phonemes=phonemes, text=speech.text)
+
+
+def synth_with_timings(
+    text: str,
+    engine: Engine = "piper",
+    sample_rate: int = 16000,
+    voice: str | None = None,
+    speed: float = 1.0,
+    pitch: int | None = None,
+) -> Speech:
+    """Speech for `text` at `sample_rate` with phoneme timings (cached on disk)."""
+    key = json.dumps([_CACHE_VERSION, text, engine, sample_rate, voice, speed, pitch])
+    path = cache_dir("test-speech") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".npz")
+    if path.exists():
+        with np.load(path, allow_pickle=False) as data:
+            return Speech(
+                pcm=data["pcm"],
+                sample_rate=int(data["sample_rate"]),
+                phonemes=tuple(
+                    PhonemeTiming(str(ph), float(s), float(d))
+                    for ph, s, d in zip(data["labels"], data["starts"], data["durs"], strict=True)
+                ),
+                text=text,
+            )
+    tts = _engine(engine, voice, float(speed), pitch)
+    speech = _resample(_concat(list(tts.synthesize(text)), text), sample_rate)
+    # Write-then-rename: concurrent test workers never read a half-written file.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    with os.fdopen(fd, "wb") as f:
+        np.savez(
+            f,
+            pcm=speech.pcm,
+            sample_rate=np.int64(speech.sample_rate),
+            labels=np.array([p.phoneme for p in speech.phonemes], dtype=str),
+            starts=np.array([p.start_ms for p in speech.phonemes], dtype=np.float64),
+            durs=np.array([p.dur_ms for p in speech.phonemes], dtype=np.float64),
+        )
+    os.replace(tmp, path)
+    return speech
+
+
+def synth(
+    text: str,
+    engine: Engine = "piper",
+    sample_rate: int = 16000,
+    voice: str | None = None,
+    speed: float = 1.0,
+    pitch: int | None = None,
+) -> np.ndarray:
+    """int16 mono PCM of `text` spoken by `engine` at `sample_rate` (cached on disk)."""
+    return synth_with_timings(text, engine, sample_rate, voice, speed, pitch).pcm
+
+
+def _babble(sample_rate: int) -> np.ndarray:
+    """Several espeak speakers talking at once (a few seconds, looped by the caller)."""
+    tracks = [
+        synth(line, "espeak", sample_rate, voice)
+        for line, voice in zip(_BABBLE_LINES, _BABBLE_VOICES, strict=True)
+    ]
+    n = max(len(t) for t in tracks)
+    mix = np.zeros(n, dtype=np.float64)
+    for i, t in enumerate(tracks):
+        # Rotate each talker so pauses do not line up.
+        padded = np.zeros(n)
+        padded[: len(t)] = t
+        mix += np.roll(padded, i * n // len(tracks))
+    return mix
+
+
+def add_noise(
+    pcm: np.ndarray,
+    snr_db: float,
+    seed: int = 0,
+    kind: Literal["white", "babble"] = "white",
+    sample_rate: int = 16000,
+) -> np.ndarray:
+    """Mix noise into int16 `pcm` at `snr_db` (signal power over the whole clip); int16 out."""
+    signal = np.asarray(pcm, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    if kind == "white":
+        noise = rng.standard_normal(len(signal))
+    elif kind == "babble":
+        base = _babble(sample_rate)
+        start = int(rng.integers(0, len(base)))
+        reps = -(-(start + len(signal)) // len(base))
+        noise = np.tile(base, reps)[start : start + len(signal)]
+    else:
+        raise ValueError(f"unknown noise kind {kind!r}")
+    p_signal = float(np.mean(signal**2)) if len(signal) else 0.0
+    p_noise = float(np.mean(noise**2)) if len(noise) else 0.0
+    if p_signal == 0.0 or p_noise == 0.0:
+        return np.asarray(pcm, dtype=np.int16).copy()
+    noise *= np.sqrt(p_signal / (p_noise * 10.0 ** (snr_db / 10.0)))
+    return np.clip(np.round(signal + noise), -32768, 32767).astype(np.int16)
