@@ -1,0 +1,64 @@
+"""`python -m rtc_server [--host H] [--port P] [--config FILE] [--mode M]`: run the server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from aiohttp import web
+
+from rtc_server.config import load_config
+from rtc_server.dataconf import replace_path
+from rtc_server.errors import ConfigError
+from rtc_server.logs import setup_logging
+
+logger = logging.getLogger("rtc_server")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="rtc_server", description=__doc__)
+    parser.add_argument("--host", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="TCP port (default 8080)")
+    parser.add_argument("--config", help="TOML config file (see config.example.toml)")
+    parser.add_argument("--mode", choices=["agent", "echo"], help="session behaviour")
+    parser.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ...")
+    parser.add_argument(
+        "--loopback-only", action="store_true",
+        help="offer only 127.0.0.1 ICE candidates (local demos, tests)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = load_config(args.config)
+        for key, value in (
+            ("server.host", args.host), ("server.port", args.port), ("server.mode", args.mode),
+            ("server.log_level", args.log_level),
+            ("ice.loopback_only", True if args.loopback_only else None),
+        ):
+            if value is not None:
+                config = replace_path(config, key, value)
+        setup_logging(config.server.log_level)
+        from rtc_server.app import Server
+
+        server = Server(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    host, port = config.server.host, config.server.port
+    url_host = f"[{host}]" if ":" in host else host
+
+    async def announce(app: web.Application) -> None:
+        print(f"rtc-avatar ({config.server.mode} mode) at http://{url_host}:{port}/", flush=True)
+
+    app = server.build_app()
+    app.on_startup.append(announce)
+    web.run_app(app, host=host, port=port, print=None, access_log=None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Server configuration: one frozen dataclass tree, loaded from an optional TOML file.
+
+Sections: [server], [ice], [media], and one per engine kind ([vad], ...). Every key has a default (the
+embedded offline setup), so no file is needed. Example: `config.example.toml`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from engines.vad.config import VadConfig
+from rtc_server.dataconf import from_dict
+from rtc_server.errors import ConfigError
+
+Mode = Literal["agent", "echo"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # "echo": transport test mode, each user utterance is played back after they stop.
+    mode: Mode = "echo"
+    # Concurrent sessions; more offers get 503.
+    max_sessions: int = 4
+    # Bearer token required on /api/* when set (or from the env var named below).
+    auth_token: str | None = None
+    auth_token_env: str = "RTC_AVATAR_TOKEN"
+    # Request bodies above this get 413 (an SDP offer is a few KiB).
+    max_body_bytes: int = 64 * 1024
+    # A session that is not connected this long after its answer is closed.
+    connect_timeout_s: float = 15.0
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} out of range")
+        if self.max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
+        if self.max_body_bytes < 1024:
+            raise ValueError("max_body_bytes must be at least 1024")
+        if self.connect_timeout_s <= 0:
+            raise ValueError("connect_timeout_s must be positive")
+
+    def token(self) -> str | None:
+        return self.auth_token or os.environ.get(self.auth_token_env) or None
+
+
+@dataclass(frozen=True)
+class IceServer:
+    urls: tuple[str, ...]
+    username: str | None = None
+    credential: str | None = None
+
+    def __post_init__(self) -> None:
+        for url in self.urls:
+            if not url.startswith(("stun:", "turn:", "turns:")):
+                raise ValueError(f"ICE server url {url!r} must start with stun:, turn: or turns:")
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"urls": list(self.urls)}
+        if self.username is not None:
+            out["username"] = self.username
+        if self.credential is not None:
+            out["credential"] = self.credential
+        return out
+
+
+@dataclass(frozen=True)
+class IceConfig:
+    # STUN/TURN servers for both the server's peer and the page. Default: none (no traffic to
+    # any public server); add a TURN server for clients behind NATs.
+    servers: tuple[IceServer, ...] = ()
+    # Gather only 127.0.0.1 host candidates (tests and local demos; see rtc_server/ice.py).
+    loopback_only: bool = False
+
+
+@dataclass(frozen=True)
+class MediaConfig:
+    width: int = 512
+    height: int = 512
+    fps: int = 25
+    # Portrait image path; default skimage.data.astronaut().
+    portrait: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (16 <= self.width <= 1920 and 16 <= self.height <= 1920):
+            raise ValueError("width and height must be within 16..1920")
+        if self.width % 2 or self.height % 2:
+            raise ValueError("width and height must be even (yuv420p)")
+        if not 1 <= self.fps <= 60:
+            raise ValueError("fps must be within 1..60")
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    ice: IceConfig = field(default_factory=IceConfig)
+    media: MediaConfig = field(default_factory=MediaConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Defaults, overlaid by the TOML file at `path` if given."""
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return from_dict(Config, data)

@@ -1,0 +1,81 @@
+"""Data channel events: the closed set of messages a session sends on its `events` channel.
+
+Each is a frozen dataclass serialised as one JSON object with an envelope:
+`{"v": 1, "type": <type>, "session_id": ..., "t": <media clock seconds>, ...fields}`.
+The schema is documented in the README ("Data channel events") for SDK users.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+SCHEMA_VERSION = 1
+State = Literal["connecting", "listening", "thinking", "speaking"]
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    type: ClassVar[str] = "session"
+    mode: str
+    width: int
+    height: int
+    fps: int
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    type: ClassVar[str] = "state"
+    state: State
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What the user said: partials while speaking, then one final per utterance."""
+
+    type: ClassVar[str] = "transcript"
+    turn_id: int
+    text: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class AgentText:
+    """A chunk of the agent's answer as it is spoken; `final` marks the turn's last chunk."""
+
+    type: ClassVar[str] = "agent_text"
+    turn_id: int
+    text: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class TurnTimings:
+    """Per-stage marks of one turn, milliseconds after `speech_end` (absent stages omitted)."""
+
+    type: ClassVar[str] = "timings"
+    turn_id: int
+    marks_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    type: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+Event = SessionStarted | StateChanged | Transcript | AgentText | TurnTimings | ErrorEvent
+
+
+def encode(event: Event, *, session_id: str, t: float) -> str:
+    payload: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "type": event.type,
+        "session_id": session_id,
+        "t": round(t, 4),
+    }
+    payload.update(dataclasses.asdict(event))
+    return json.dumps(payload, separators=(",", ":"))

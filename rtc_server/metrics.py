@@ -1,0 +1,31 @@
+"""Prometheus metrics of one server, in its own registry (no process-global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.sessions_active = Gauge(
+            "rtc_sessions_active", "Sessions currently open", registry=self.registry
+        )
+        self.sessions_total = Counter(
+            "rtc_sessions", "Sessions created", registry=self.registry
+        )
+        self.video_frames_sent = Counter(
+            "rtc_video_frames_sent", "Video frames handed to the encoder", registry=self.registry
+        )
+        self.audio_packets_sent = Counter(
+            "rtc_audio_packets_sent", "20 ms audio packets handed to the encoder",
+            registry=self.registry,
+        )
+        self.session_errors = Counter(
+            "rtc_session_errors", "Sessions ended or degraded by an error", ["reason"],
+            registry=self.registry,
+        )
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,170 @@
+"""HTTP routes: offer/answer, session delete, health, metrics, page config, static client.
+
+Every error leaves as JSON `{"error": {"code": ..., "message": ...}}` with its status, and
+never affects other sessions: a failing request only releases its own reservation.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from signaling.errors import (
+    PayloadTooLarge,
+    SignalingError,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from signaling.offer import Offer, parse_offer
+from signaling.registry import PeerSession, SessionRegistry
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class SessionFactory(Protocol):
+    async def __call__(self, session_id: str, offer: Offer) -> tuple[PeerSession, str]:
+        """Create a session for `offer`; return it and the answer SDP. Raises InvalidOffer."""
+        ...
+
+
+class MetricsSource(Protocol):
+    def render(self) -> tuple[bytes, str]:
+        """Prometheus exposition body and its content type."""
+        ...
+
+
+@dataclass(frozen=True)
+class SignalingSettings:
+    token: str | None
+    max_body_bytes: int
+    page_config: dict[str, Any]  # handed to the page by GET /api/config
+
+
+REGISTRY_KEY = web.AppKey("registry", SessionRegistry)
+FACTORY_KEY = web.AppKey("session_factory", SessionFactory)
+METRICS_KEY = web.AppKey("metrics", MetricsSource)
+SETTINGS_KEY = web.AppKey("signaling_settings", SignalingSettings)
+
+
+def _error_response(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except SignalingError as exc:
+        return _error_response(exc.status, exc.code, exc.message)
+    except web.HTTPRequestEntityTooLarge:
+        return _error_response(413, PayloadTooLarge.code, "request body too large")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = exc.reason.lower().replace(" ", "_")
+        return _error_response(exc.status, code, exc.text or exc.reason)
+    except Exception:  # request boundary: one bad request must not look like a crash
+        logger.exception("unhandled error", extra={"path": request.path})
+        return _error_response(500, "internal_error", "internal server error")
+
+
+@web.middleware
+async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    token = request.app[SETTINGS_KEY].token
+    if token and request.path.startswith("/api/"):
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+            raise Unauthorized("missing or invalid bearer token")
+    return await handler(request)
+
+
+async def _read_json_body(request: web.Request) -> bytes:
+    limit = request.app[SETTINGS_KEY].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"request body over {limit} bytes")
+    if request.content_type != "application/json":
+        raise UnsupportedMediaType(
+            f"expected Content-Type application/json, got {request.content_type or 'none'}"
+        )
+    body = await request.read()
+    if len(body) > limit:
+        raise PayloadTooLarge(f"request body over {limit} bytes")
+    return body
+
+
+async def post_offer(request: web.Request) -> web.Response:
+    offer = parse_offer(await _read_json_body(request))
+    registry = request.app[REGISTRY_KEY]
+    async with registry.reserve() as reservation:
+        session, answer = await request.app[FACTORY_KEY](reservation.session_id, offer)
+        reservation.commit(session)
+    return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    session = request.app[REGISTRY_KEY].get(request.match_info["session_id"])
+    await session.close()
+    return web.json_response({"session_id": session.id, "closed": True})
+
+
+async def get_config(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SETTINGS_KEY].page_config)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    registry = request.app[REGISTRY_KEY]
+    return web.json_response(
+        {"status": "ok", "sessions": len(registry), "max_sessions": registry.max_sessions}
+    )
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body, content_type = request.app[METRICS_KEY].render()
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type
+    return response
+
+
+def add_routes(app: web.Application, static_dir: Path) -> None:
+    """Register the signaling routes and the static web client on `app`."""
+    index = static_dir / "index.html"
+
+    async def page(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(index)
+
+    app.router.add_get("/", page)
+    app.router.add_static("/static/", static_dir, show_index=False)
+    app.router.add_post("/api/offer", post_offer)
+    app.router.add_delete("/api/sessions/{session_id}", delete_session)
+    app.router.add_get("/api/config", get_config)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+
+
+def create_app(
+    *,
+    registry: SessionRegistry,
+    factory: SessionFactory,
+    metrics_source: MetricsSource,
+    settings: SignalingSettings,
+    static_dir: Path,
+) -> web.Application:
+    # client_max_size makes aiohttp itself refuse larger bodies (413) before buffering them.
+    app = web.Application(
+        middlewares=[json_errors, bearer_auth], client_max_size=settings.max_body_bytes
+    )
+    app[REGISTRY_KEY] = registry
+    app[FACTORY_KEY] = factory
+    app[METRICS_KEY] = metrics_source
+    app[SETTINGS_KEY] = settings
+    add_routes(app, static_dir)
+    return app

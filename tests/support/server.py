@@ -1,0 +1,31 @@
+"""Run the real server app in the test's event loop on 127.0.0.1 (an ephemeral port)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp.test_utils import TestServer
+
+from rtc_server.app import Server
+from rtc_server.config import Config, IceConfig, ServerConfig
+
+
+def loopback_config(**server: object) -> Config:
+    """Defaults with loopback-only ICE (tests run in a loopback-only namespace)."""
+    return Config(
+        server=dataclasses.replace(ServerConfig(), **server),  # type: ignore[arg-type]
+        ice=IceConfig(loopback_only=True),
+    )
+
+
+@asynccontextmanager
+async def running_server(config: Config | None = None) -> AsyncIterator[tuple[Server, str]]:
+    server = Server(config or loopback_config())
+    http = TestServer(server.build_app(), host="127.0.0.1")
+    await http.start_server()
+    try:
+        yield server, str(http.make_url("/")).rstrip("/")
+    finally:
+        await http.close()

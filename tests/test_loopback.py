@@ -1,0 +1,146 @@
+"""Two real peers in one process over 127.0.0.1: the server and an aiortc test client.
+
+Checks the media the client really receives: video rate, echo audio, one clock for both
+tracks, and clean session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+import soxr
+from scipy import signal
+
+from tests.support.peer import LoopbackPeer, PcmMicrophone
+from tests.support.server import loopback_config, running_server
+from tests.support.speech import synth
+
+pytestmark = pytest.mark.webrtc
+
+# aiortc's receiver holds each frame in its jitter buffer until later packets arrive: audio
+# until the 4th following 20 ms frame (JitterBuffer prefetch=4, i.e. 80 ms), video until the
+# first packet of the next frame (one frame period). Subtracting these gives arrival times.
+AUDIO_RECEIVER_HOLD_S = 4 * 0.020
+
+
+@pytest.fixture(scope="module")
+def question() -> np.ndarray:
+    return synth("Hello there, this is a test of the echo mode.", engine="piper")
+
+
+def envelope(x: np.ndarray, hop: int = 160) -> np.ndarray:
+    n = len(x) // hop
+    return np.sqrt((x[: n * hop].astype(float).reshape(n, hop) ** 2).mean(axis=1))
+
+
+async def test_video_arrives_at_configured_rate() -> None:
+    for fps in (25, 15):
+        config = loopback_config()
+        config = type(config)(
+            server=config.server, ice=config.ice,
+            media=type(config.media)(width=320, height=240, fps=fps),
+        )
+        async with running_server(config) as (_, url):
+            peer = LoopbackPeer(url)
+            await peer.connect()
+            await asyncio.sleep(0.5)  # let the first frames settle
+            start_count, start = len(peer.received.video), time.monotonic()
+            await asyncio.sleep(3.0)
+            rate = (len(peer.received.video) - start_count) / (time.monotonic() - start)
+            assert peer.received.video_size == (320, 240)
+            assert rate == pytest.approx(fps, rel=0.10)
+            # idle video is the portrait, not a blank frame
+            assert 30 < float(np.mean(peer.received.video[-5:])) < 220
+            await peer.close()
+
+
+async def test_echo_plays_back_what_was_said(question: np.ndarray) -> None:
+    pcm = np.concatenate([np.zeros(8000, np.int16), question])
+    async with running_server() as (server, url):
+        peer = LoopbackPeer(url, microphone=PcmMicrophone(pcm, 16000))
+        await peer.connect()
+        timings = await peer.wait_event(lambda e: e["type"] == "timings", 15)
+        assert timings["marks_ms"]["speech_end"] == 0.0
+        assert 0 < timings["marks_ms"]["first_audio_sent"] < 500
+        await peer.wait_event(
+            lambda e: e["type"] == "state" and e["state"] == "listening" and e["t"] > 1.0, 15
+        )
+        states = [e["state"] for e in peer.received.events_of("state")]
+        assert states == ["listening", "speaking", "listening"]
+
+        got = soxr.resample(peer.received.audio_pcm(), 48000, 16000).astype(float)
+        ref = question.astype(float)
+        xc = signal.correlate(got, ref, mode="valid", method="fft")
+        lag = int(np.argmax(np.abs(xc)))
+        seg = got[lag : lag + len(ref)]
+        ncc = float(seg @ ref / (np.linalg.norm(seg) * np.linalg.norm(ref)))
+        env_corr = float(np.corrcoef(envelope(seg), envelope(ref))[0, 1])
+        assert ncc > 0.8, f"echo waveform correlation {ncc:.2f}"
+        assert env_corr > 0.95, f"echo envelope correlation {env_corr:.3f}"
+        # the echo comes after the question ended (not a loop-through)
+        assert lag / 16000 > (len(pcm) / 16000) - 0.5
+        await peer.close()
+
+
+async def test_marker_arrives_on_both_tracks_together() -> None:
+    """A tone burst and a bright frame scheduled at one clock instant arrive within 40 ms."""
+    async with running_server() as (server, url):
+        peer = LoopbackPeer(url)
+        sid = await peer.connect()
+        session = server.registry.get(sid)
+        await asyncio.sleep(0.8)
+        tone = (np.sin(2 * np.pi * 1000 * np.arange(4800) / 48000) * 20000).astype(np.int16)
+        white = np.full((512, 512, 3), 255, np.uint8)
+        for _ in range(5):
+            at = session.clock.time() + 0.3  # type: ignore[attr-defined]
+            session.playout.schedule_audio(tone, 48000, at)  # type: ignore[attr-defined]
+            session.playout.schedule_video([white, white], at)  # type: ignore[attr-defined]
+            await asyncio.sleep(0.8)
+        r = peer.received
+        audio_arrival, video_arrival = np.array(r.audio_arrival), np.array(r.video_arrival)
+        loud = [i for i, a in enumerate(r.audio) if np.abs(a).max() > 5000]
+        audio_onsets = [i for j, i in enumerate(loud) if j == 0 or loud[j - 1] != i - 1]
+        bright = [i for i, v in enumerate(r.video) if v > 200]
+        video_onsets = [i for j, i in enumerate(bright) if j == 0 or bright[j - 1] != i - 1]
+        assert len(audio_onsets) == len(video_onsets) == 5
+        skews = []
+        for a, v in zip(audio_onsets, video_onsets):
+            within = int(np.argmax(np.abs(r.audio[a]) > 5000)) / 48000
+            t_audio = audio_arrival[a] + within - AUDIO_RECEIVER_HOLD_S
+            t_video = video_arrival[v] - 1 / 25
+            skews.append(t_audio - t_video)
+        assert float(np.median(np.abs(skews))) <= 0.040, f"A/V skews (s): {np.round(skews, 3)}"
+        await peer.close()
+
+
+async def test_sessions_are_isolated(question: np.ndarray) -> None:
+    """One user's speech is echoed to them only; a silent second session hears nothing."""
+    pcm = np.concatenate([np.zeros(8000, np.int16), question])
+    async with running_server() as (server, url):
+        talker = LoopbackPeer(url, microphone=PcmMicrophone(pcm, 16000))
+        silent = LoopbackPeer(url)
+        await talker.connect()
+        await silent.connect()
+        await talker.wait_event(
+            lambda e: e["type"] == "state" and e["state"] == "listening" and e["t"] > 1.0, 15
+        )
+        assert envelope(talker.received.audio_pcm(), 960).max() > 1000
+        assert envelope(silent.received.audio_pcm(), 960).max() < 50
+        assert not silent.received.events_of("timings")
+        await talker.close()
+        await silent.close()
+
+
+async def test_peer_closing_without_delete_ends_session() -> None:
+    async with running_server() as (server, url):
+        peer = LoopbackPeer(url)
+        sid = await peer.connect()
+        session = server.registry.get(sid)
+        await peer.close(delete=False)
+        await asyncio.wait_for(session.closed_event.wait(), 10)  # type: ignore[attr-defined]
+        assert len(server.registry) == 0
+        assert len(session.tasks) == 0  # type: ignore[attr-defined]
+        await session.close()  # idempotent

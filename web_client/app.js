@@ -1,0 +1,170 @@
+// rtc-avatar web client: microphone up, avatar video and voice down, events on a data channel.
+// Plain browser JS, no build step, no external resources. `window.rtcAvatar` exposes the
+// peer connection and the received events for tests and embedding apps.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const params = new URLSearchParams(location.search);
+  const STAGES = [
+    "speech_end", "asr_final", "llm_first_token", "first_chunk",
+    "tts_first_audio", "face_first_frame", "first_audio_sent",
+  ];
+  const state = { pc: null, sessionId: null, mic: null, events: [], turns: new Map() };
+  window.rtcAvatar = state;
+
+  class ApiError extends Error {
+    constructor(status, message) { super(message); this.status = status; }
+  }
+
+  function token() { return $("token").value.trim() || params.get("token") || ""; }
+
+  async function api(path, options = {}) {
+    const headers = { ...(options.headers || {}) };
+    if (options.body) headers["Content-Type"] = "application/json";
+    if (token()) headers["Authorization"] = `Bearer ${token()}`;
+    const res = await fetch(path, { ...options, headers });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      throw new ApiError(res.status, (body.error && body.error.message) || res.statusText);
+    }
+    return body;
+  }
+
+  function setStatus(text) { $("status").textContent = text; }
+
+  function setState(name) {
+    const el = $("state");
+    el.textContent = name;
+    el.className = `state ${name}`;
+  }
+
+  function waitForIceGathering(pc, timeoutMs = 5000) {
+    // The server does not take trickled candidates: send the offer with all of them.
+    if (pc.iceGatheringState === "complete") return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        if (pc.iceGatheringState !== "complete") return;
+        pc.removeEventListener("icegatheringstatechange", done);
+        resolve();
+      };
+      pc.addEventListener("icegatheringstatechange", done);
+      setTimeout(resolve, timeoutMs);
+    });
+  }
+
+  function line(turnId, who) {
+    const key = `${who}:${turnId}`;
+    let li = state.turns.get(key);
+    if (!li) {
+      li = document.createElement("li");
+      li.className = who;
+      state.turns.set(key, li);
+      $("transcript").appendChild(li);
+    }
+    return li;
+  }
+
+  function showTimings(marks) {
+    const body = $("latency").tBodies[0];
+    body.replaceChildren();
+    const names = [...STAGES.filter((s) => s in marks), ...Object.keys(marks).filter((s) => !STAGES.includes(s))];
+    for (const name of names) {
+      const row = body.insertRow();
+      row.insertCell().textContent = name.replaceAll("_", " ");
+      row.insertCell().textContent = Math.round(marks[name]).toString();
+    }
+  }
+
+  function onEvent(ev) {
+    state.events.push(ev);
+    switch (ev.type) {
+      case "session": setStatus(""); break;
+      case "state": setState(ev.state); break;
+      case "transcript": {
+        const li = line(ev.turn_id, "user");
+        li.textContent = ev.text;
+        li.classList.toggle("partial", !ev.final);
+        break;
+      }
+      case "agent_text": {
+        const li = line(ev.turn_id, "agent");
+        li.textContent = (li.textContent ? `${li.textContent} ` : "") + ev.text;
+        break;
+      }
+      case "timings": showTimings(ev.marks_ms); break;
+      case "error": setStatus(`${ev.code}: ${ev.message}`); break;
+      default: break;
+    }
+    const list = $("transcript");
+    list.scrollTop = list.scrollHeight;
+  }
+
+  async function start() {
+    $("start").disabled = true;
+    setStatus("");
+    setState("connecting");
+    try {
+      const config = await api("/api/config");
+      const pc = new RTCPeerConnection({ iceServers: config.ice_servers });
+      state.pc = pc;
+      const channel = pc.createDataChannel("events");
+      channel.onmessage = (e) => onEvent(JSON.parse(e.data));
+      state.mic = await navigator.mediaDevices.getUserMedia({
+        audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
+        video: false,
+      });
+      for (const track of state.mic.getAudioTracks()) pc.addTrack(track, state.mic);
+      pc.addTransceiver("video", { direction: "recvonly" });
+      const remote = new MediaStream();
+      pc.ontrack = (e) => {
+        remote.addTrack(e.track);
+        $("avatar").srcObject = remote;
+      };
+      pc.onconnectionstatechange = () => {
+        if (pc.connectionState === "failed") setStatus("connection failed");
+        if (["failed", "closed"].includes(pc.connectionState)) stop();
+      };
+      await pc.setLocalDescription(await pc.createOffer());
+      await waitForIceGathering(pc);
+      const answer = await api("/api/offer", {
+        method: "POST",
+        body: JSON.stringify({ sdp: pc.localDescription.sdp, type: "offer" }),
+      });
+      state.sessionId = answer.session_id;
+      await pc.setRemoteDescription({ sdp: answer.sdp, type: "answer" });
+      $("stop").disabled = false;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) $("auth").hidden = false;
+      setStatus(err.message || String(err));
+      await stop();
+    }
+  }
+
+  async function stop() {
+    const { pc, sessionId, mic } = state;
+    state.pc = null;
+    state.sessionId = null;
+    state.mic = null;
+    if (sessionId) {
+      try { await api(`/api/sessions/${encodeURIComponent(sessionId)}`, { method: "DELETE" }); } catch (_) { /* already gone */ }
+    }
+    if (mic) mic.getTracks().forEach((t) => t.stop());
+    if (pc) pc.close();
+    $("avatar").srcObject = null;
+    $("stop").disabled = true;
+    $("start").disabled = false;
+    setState("idle");
+  }
+
+  $("start").addEventListener("click", start);
+  $("stop").addEventListener("click", stop);
+  window.addEventListener("pagehide", () => {
+    if (state.sessionId) {
+      fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`, {
+        method: "DELETE", keepalive: true,
+        headers: token() ? { Authorization: `Bearer ${token()}` } : {},
+      });
+    }
+  });
+})();
