@@ -137,7 +137,8 @@ class Playout:
         for frame in frames:
             if frame.shape != (height, width, 3) or frame.dtype != np.uint8:
                 raise InvalidMediaError(
-                    f"video frame must be uint8 ({height}, {width}, 3), got {frame.dtype} {frame.shape}"
+                    f"video frame must be uint8 ({height}, {width}, 3), "
+                    f"got {frame.dtype} {frame.shape}"
                 )
         start = round(at * self.fps)
         self.video.write(frames, start)

@@ -5,6 +5,7 @@ read-only assets (portrait), and creates one Session per offer.
 from __future__ import annotations
 
 import logging
+
 import numpy as np
 from aiohttp import web
 
@@ -21,7 +22,6 @@ from signaling.registry import SessionRegistry
 from web_client import STATIC_DIR
 
 logger = logging.getLogger(__name__)
-SERVER_KEY = web.AppKey("server", "Server")
 
 
 def load_portrait_image(path: str | None) -> np.ndarray:
@@ -69,7 +69,7 @@ class Server:
 
     async def close_all(self) -> None:
         for session in self.registry:
-            await session.close(reason="server_shutdown")
+            await session.close()
 
     def page_config(self) -> dict[str, object]:
         media = self.config.media
@@ -92,7 +92,6 @@ class Server:
             settings=settings,
             static_dir=STATIC_DIR,
         )
-        app[SERVER_KEY] = self
 
         async def on_shutdown(app: web.Application) -> None:
             await self.close_all()

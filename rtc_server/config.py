@@ -1,6 +1,6 @@
 """Server configuration: one frozen dataclass tree, loaded from an optional TOML file.
 
-Sections: [server], [ice], [media], and one per engine kind ([vad], ...). Every key has a default (the
+Sections: [server], [ice], [media], and one per engine kind. Every key has a default (the
 embedded offline setup), so no file is needed. Example: `config.example.toml`.
 """
 

@@ -45,7 +45,8 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
             return tuple(_convert(v, args[0], f"{path}[{i}]") for i, v in enumerate(value))
         if len(args) != len(value):
             raise ConfigError(f"{path}: expected {len(args)} items, got {len(value)}")
-        return tuple(_convert(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
+        pairs = enumerate(zip(args, value, strict=True))
+        return tuple(_convert(v, a, f"{path}[{i}]") for i, (a, v) in pairs)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a table, got {type(value).__name__}")

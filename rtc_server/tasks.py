@@ -39,12 +39,14 @@ class TaskSet:
                 "task failed", exc_info=exc, extra={"task": task.get_name(), "owner": self._owner}
             )
 
-    async def cancel_all(self, timeout: float = 2.0, *, keep: asyncio.Task[Any] | None = None) -> None:
-        """Cancel every task (except `keep`, typically the caller) and wait up to `timeout`."""
+    async def cancel_all(
+        self, grace_s: float = 2.0, *, keep: asyncio.Task[Any] | None = None
+    ) -> None:
+        """Cancel every task (except `keep`, typically the caller) and wait up to `grace_s`."""
         tasks = [t for t in self._tasks if t is not keep and not t.done()]
         for task in tasks:
             task.cancel()
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
             for task in pending:
                 logger.warning("task did not stop in time", extra={"task": task.get_name()})

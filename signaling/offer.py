@@ -21,13 +21,14 @@ class Offer:
     type: str = "offer"
 
     def media_kinds(self) -> list[str]:
-        return [line[2:].split(" ", 1)[0] for line in self.sdp.splitlines() if line.startswith("m=")]
+        lines = self.sdp.splitlines()
+        return [line[2:].split(" ", 1)[0] for line in lines if line.startswith("m=")]
 
 
 def parse_offer(body: bytes) -> Offer:
     """Parse and validate an offer body; raises InvalidOffer with a human-readable reason."""
     if not body.strip():
-        raise InvalidOffer("empty body: expected JSON {\"sdp\": ..., \"type\": \"offer\"}")
+        raise InvalidOffer('empty body: expected JSON {"sdp": ..., "type": "offer"}')
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -107,7 +107,7 @@ async def test_marker_arrives_on_both_tracks_together() -> None:
         video_onsets = [i for j, i in enumerate(bright) if j == 0 or bright[j - 1] != i - 1]
         assert len(audio_onsets) == len(video_onsets) == 5
         skews = []
-        for a, v in zip(audio_onsets, video_onsets):
+        for a, v in zip(audio_onsets, video_onsets, strict=True):
             within = int(np.argmax(np.abs(r.audio[a]) > 5000)) / 48000
             t_audio = audio_arrival[a] + within - AUDIO_RECEIVER_HOLD_S
             t_video = video_arrival[v] - 1 / 25

@@ -12,7 +12,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection
 
 from rtc_server.config import Config
 from tests.support.peer import LoopbackPeer
-from tests.support.server import running_server, loopback_config
+from tests.support.server import loopback_config, running_server
 
 pytestmark = pytest.mark.webrtc
 
@@ -48,7 +48,9 @@ async def post(http: aiohttp.ClientSession, url: str, **kwargs: object) -> tuple
         (json.dumps({"sdp": "hello", "type": "offer"}).encode(), "v=0"),
         (json.dumps({"sdp": "v=0\r\nm=audio 9 UDP 0\r\n", "type": "offer"}).encode(), "video"),
         (
-            json.dumps({"sdp": "v=0\r\ngarbage\r\nm=audio\r\nm=video\r\n", "type": "offer"}).encode(),
+            json.dumps(
+                {"sdp": "v=0\r\ngarbage\r\nm=audio\r\nm=video\r\n", "type": "offer"}
+            ).encode(),
             "offer rejected",
         ),
     ],
@@ -87,7 +89,9 @@ async def test_unsupported_codec_is_400(http: aiohttp.ClientSession) -> None:
 
 async def test_wrong_content_type_is_415(http: aiohttp.ClientSession) -> None:
     async with running_server() as (_, url):
-        status, data = await post(http, url, data=b"sdp=1", headers={"Content-Type": "text/plain"})
+        status, data = await post(
+            http, url, data=b"sdp=1", headers={"Content-Type": "text/plain"}
+        )
         assert status == 415 and data["error"]["code"] == "unsupported_media_type"
 
 
@@ -117,7 +121,8 @@ async def test_bad_token_is_401_and_good_token_works(http: aiohttp.ClientSession
             assert (await resp.json())["error"]["code"] == "unauthorized"
         async with http.get(url + "/api/config", headers={"Authorization": "Bearer nope"}) as resp:
             assert resp.status == 401
-        async with http.get(url + "/api/config", headers={"Authorization": "Bearer s3cret"}) as resp:
+        good = {"Authorization": "Bearer s3cret"}
+        async with http.get(url + "/api/config", headers=good) as resp:
             assert resp.status == 200
         async with http.get(url + "/healthz") as resp:  # health stays open for load balancers
             assert resp.status == 200
@@ -155,7 +160,8 @@ async def test_peer_vanishing_mid_negotiation_is_closed_and_forgotten(
     http: aiohttp.ClientSession,
 ) -> None:
     """A client that posts an offer and never completes ICE must not hold a slot forever."""
-    async with running_server(loopback_config(connect_timeout_s=1.0, max_sessions=2)) as (server, url):
+    config = loopback_config(connect_timeout_s=1.0, max_sessions=2)
+    async with running_server(config) as (server, url):
         other = LoopbackPeer(url)
         await other.connect()
         pc, sdp = await offer_sdp()
@@ -199,12 +205,13 @@ async def test_healthz_metrics_and_page_config(http: aiohttp.ClientSession) -> N
             assert resp.headers["Content-Type"].startswith("text/plain")
             text = await resp.text()
         assert "rtc_sessions_active 1.0" in text
-        sent = [line for line in text.splitlines() if line.startswith("rtc_video_frames_sent_total")]
+        sent = [ln for ln in text.splitlines() if ln.startswith("rtc_video_frames_sent_total")]
         assert float(sent[0].split()[-1]) > 0
         assert "rtc_audio_packets_sent_total" in text
         async with http.get(url + "/api/config") as resp:
             page = await resp.json()
-        assert page["ice_servers"] == [] and page["video"] == {"width": 512, "height": 512, "fps": 25}
+        assert page["ice_servers"] == []
+        assert page["video"] == {"width": 512, "height": 512, "fps": 25}
         async with http.get(url + "/") as resp:
             assert resp.status == 200 and "<video" in await resp.text()
         async with http.get(url + "/static/app.js") as resp:

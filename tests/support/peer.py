@@ -40,7 +40,9 @@ class PcmMicrophone(MediaStreamTrack):
         self.started_at: float | None = None  # monotonic time the current audio began playing
         self.set_audio(pcm, rate)
 
-    def set_audio(self, pcm: np.ndarray | None, rate: int = 16000, *, at_frame: int | None = None) -> None:
+    def set_audio(
+        self, pcm: np.ndarray | None, rate: int = 16000, *, at_frame: int | None = None
+    ) -> None:
         """Replace what the microphone plays from now (or from frame `at_frame`)."""
         self.started_at = None
         if pcm is None:
@@ -119,7 +121,9 @@ class LoopbackPeer:
         self.session_id: str | None = None
         self.connected = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._event_waiters: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Future[dict[str, Any]]]] = []
+        self._event_waiters: list[
+            tuple[Callable[[dict[str, Any]], bool], asyncio.Future[dict[str, Any]]]
+        ] = []
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -138,15 +142,14 @@ class LoopbackPeer:
                 self.connected.set()
 
         await pc.setLocalDescription(await pc.createOffer())
-        async with aiohttp.ClientSession() as http:
-            async with http.post(
-                f"{self.base_url}/api/offer",
-                json={"sdp": pc.localDescription.sdp, "type": "offer"},
-                headers=self._headers(),
-            ) as resp:
-                body = await resp.json()
-                if resp.status != 200:
-                    raise RuntimeError(f"offer failed: {resp.status} {body}")
+        async with aiohttp.ClientSession() as http, http.post(
+            f"{self.base_url}/api/offer",
+            json={"sdp": pc.localDescription.sdp, "type": "offer"},
+            headers=self._headers(),
+        ) as resp:
+            body = await resp.json()
+            if resp.status != 200:
+                raise RuntimeError(f"offer failed: {resp.status} {body}")
         self.session_id = body["session_id"]
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body["sdp"], type="answer"))
         await asyncio.wait_for(self.connected.wait(), 15)
@@ -161,7 +164,7 @@ class LoopbackPeer:
                 fut.set_result(event)
 
     async def wait_event(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float
+        self, predicate: Callable[[dict[str, Any]], bool], within_s: float
     ) -> dict[str, Any]:
         for event in self.received.events:
             if predicate(event):
@@ -169,7 +172,7 @@ class LoopbackPeer:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._event_waiters.append((predicate, fut))
         try:
-            return await asyncio.wait_for(fut, timeout)
+            return await asyncio.wait_for(fut, within_s)
         finally:
             self._event_waiters.remove((predicate, fut))
 
@@ -204,11 +207,10 @@ class LoopbackPeer:
 
     async def close(self, *, delete: bool = True) -> None:
         if delete and self.session_id:
-            async with aiohttp.ClientSession() as http:
-                async with http.delete(
-                    f"{self.base_url}/api/sessions/{self.session_id}", headers=self._headers()
-                ):
-                    pass
+            async with aiohttp.ClientSession() as http, http.delete(
+                f"{self.base_url}/api/sessions/{self.session_id}", headers=self._headers()
+            ):
+                pass
         await self.pc.close()
         for task in self._tasks:
             task.cancel()

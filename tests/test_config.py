@@ -1,0 +1,103 @@
+"""Config loading: defaults, TOML overlay, and clear errors for typos and wrong types."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rtc_server.__main__ import main
+from rtc_server.config import Config, load_config
+from rtc_server.dataconf import replace_path
+from rtc_server.errors import ConfigError
+from rtc_server.events import AgentText, StateChanged, TurnTimings, encode
+from rtc_server.logs import LogfmtFormatter
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_need_no_file_and_name_no_public_stun_server() -> None:
+    config = load_config(None)
+    assert config == Config()
+    assert config.server.host == "127.0.0.1" and config.server.port == 8080
+    assert config.ice.servers == ()
+    assert (config.media.width, config.media.height, config.media.fps) == (512, 512, 25)
+
+
+def test_example_config_loads() -> None:
+    config = load_config(REPO / "config.example.toml")
+    assert config.ice.servers[0].urls[0].startswith("turn:")
+
+
+def test_toml_overlay_and_ice_servers(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[server]\nport = 9000\nmax_sessions = 2\n[media]\nfps = 30\n'
+        '[[ice.servers]]\nurls = ["turn:turn.example.org:3478"]\nusername = "u"\ncredential = "p"\n'
+    )
+    config = load_config(path)
+    assert config.server.port == 9000 and config.server.max_sessions == 2
+    assert config.media.fps == 30 and config.media.width == 512
+    assert config.ice.servers[0].as_dict() == {
+        "urls": ["turn:turn.example.org:3478"], "username": "u", "credential": "p",
+    }
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[server]\nprot = 1\n", "unknown key(s): prot"),
+        ("[sever]\n", "unknown key(s): sever"),
+        ('[server]\nport = "80"\n', "server.port: expected an integer"),
+        ("[server]\nport = 70000\n", "out of range"),
+        ('[server]\nmode = "karaoke"\n', "not one of"),
+        ("[media]\nwidth = 511\n", "even"),
+        ('[[ice.servers]]\nurls = ["http://x"]\n', "must start with stun:"),
+        ("[vad]\naggressiveness = 7\n", "aggressiveness"),
+        ("not toml ===", "c.toml"),
+    ],
+)
+def test_bad_config_gives_clear_error(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(path)
+    assert fragment in str(info.value)
+
+
+def test_missing_file_and_cli_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    assert main(["--config", str(tmp_path / "nope.toml")]) == 2
+    assert "config file not found" in capsys.readouterr().err
+
+
+def test_replace_path_is_typed() -> None:
+    config = replace_path(Config(), "server.port", 1234)
+    assert config.server.port == 1234
+    with pytest.raises(ConfigError):
+        replace_path(Config(), "server.port", "x")
+    with pytest.raises(ConfigError):
+        replace_path(Config(), "server.nope", 1)
+
+
+def test_event_envelope_schema() -> None:
+    message = json.loads(encode(StateChanged(state="speaking"), session_id="s1", t=1.23456))
+    assert message == {
+        "v": 1, "type": "state", "session_id": "s1", "t": 1.2346, "state": "speaking",
+    }
+    timings = TurnTimings(turn_id=3, marks_ms={"asr_final": 12.5})
+    message = json.loads(encode(timings, session_id="s", t=0))
+    assert message["type"] == "timings" and message["marks_ms"] == {"asr_final": 12.5}
+    message = json.loads(encode(AgentText(turn_id=1, text="Hi.", final=True), session_id="s", t=0))
+    assert message["type"] == "agent_text" and message["final"] is True
+
+
+def test_logfmt_lines_carry_extra_fields() -> None:
+    import logging
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "session %s", ("closed",), None)
+    record.session_id = "abc"
+    line = LogfmtFormatter().format(record)
+    assert 'msg="session closed"' in line and "session_id=abc" in line and "level=info" in line
