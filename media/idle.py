@@ -1,7 +1,9 @@
-"""What the avatar shows when nothing is scheduled: the default portrait, never a stall.
+"""Where video frames come from when no explicit frame is scheduled: a `FrameSource`.
 
-`IdleSource` is the hook the avatar renderer fills in with blinks and breathing; the still
-portrait is the transport-level default so video never depends on a model being loaded.
+`frame(index, offsets)` draws frame `index` with face landmark offsets (speech) or None (idle).
+The avatar renderer (`media.avatar.Avatar`) is the real source, with blinks and head motion;
+`StillPortrait` is the transport-level fallback that shows the portrait as-is, so video never
+depends on a model being loaded.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from typing import Protocol
 import numpy as np
 
 
-class IdleSource(Protocol):
-    def idle_frame(self, index: int) -> np.ndarray:
-        """RGB uint8 (H, W, 3) for video frame `index` when nothing is scheduled."""
+class FrameSource(Protocol):
+    def frame(self, index: int, offsets: np.ndarray | None = None) -> np.ndarray:
+        """RGB uint8 (H, W, 3) for video frame `index`; `offsets` [68, 2] or None (idle)."""
         ...
 
 
@@ -45,5 +47,5 @@ class StillPortrait:
         self._frame = fit_image(image, width, height)
         self._frame.setflags(write=False)
 
-    def idle_frame(self, index: int) -> np.ndarray:
+    def frame(self, index: int, offsets: np.ndarray | None = None) -> np.ndarray:
         return self._frame

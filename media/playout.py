@@ -75,18 +75,18 @@ class AudioTimeline:
         return self._played.get(tag, 0)
 
 
-class VideoTimeline:
-    """Scheduled RGB frames keyed by frame index.
+class FrameTimeline:
+    """Per-video-frame items (RGB frames, or face landmark offsets) keyed by frame index.
 
-    A frame missing inside a scheduled run (renderer late) repeats the previous frame rather
-    than flashing back to idle; after the last scheduled frame the idle source takes over.
+    An item missing inside a scheduled run (producer late) repeats the previous one rather
+    than flashing back to idle; after the last scheduled item the idle source takes over.
     """
 
     def __init__(self) -> None:
         self._frames: dict[int, np.ndarray] = {}
         self._last: np.ndarray | None = None
 
-    def write(self, frames: Sequence[np.ndarray], start: int) -> None:
+    def write(self, frames: Sequence[np.ndarray] | np.ndarray, start: int) -> None:
         for i, frame in enumerate(frames):
             self._frames[start + i] = frame
 
@@ -120,7 +120,8 @@ class Playout:
         self.fps = fps
         self.size = (width, height)
         self.audio = AudioTimeline()
-        self.video = VideoTimeline()
+        self.video = FrameTimeline()  # explicit RGB frames (markers, pre-rendered video)
+        self.pose = FrameTimeline()  # landmark offsets [68, 2], rendered just in time
 
     def schedule_audio(
         self, pcm: np.ndarray, sample_rate: int, at: float, tag: str | None = None
@@ -144,16 +145,36 @@ class Playout:
         self.video.write(frames, start)
         return (start + len(frames)) / self.fps
 
+    def schedule_pose(self, offsets: np.ndarray, at: float) -> float:
+        """Place per-frame face landmark offsets [T, 68, 2] starting at clock time `at`.
+
+        The video track renders each frame from its offsets when it is due, so a pose costs
+        nothing until played and a barge-in drops unrendered work for free.
+        """
+        offsets = np.asarray(offsets, dtype=np.float32)
+        if offsets.ndim != 3 or offsets.shape[1:] != (68, 2) or not np.all(np.isfinite(offsets)):
+            raise InvalidMediaError(f"pose must be finite [T, 68, 2], got {offsets.shape}")
+        start = round(at * self.fps)
+        self.pose.write(offsets, start)
+        return (start + len(offsets)) / self.fps
+
+    def frame_time(self, t: float) -> float:
+        """The first video frame instant at or after clock time `t` (to start A/V together)."""
+        return math.ceil(t * self.fps - 1e-6) / self.fps
+
     def clear_after(self, t: float | None = None) -> None:
         """Drop everything scheduled from max(t, now) on both tracks (barge-in)."""
         cut = max(self.clock.time(), t if t is not None else 0.0)
         # The epsilon keeps float noise (1000.2 - 1000.0 = 0.20000000000005) from sparing a sample.
         self.audio.clear_from(math.ceil(cut * OUT_RATE - 1e-6))
         self.video.clear_from(math.ceil(cut * self.fps - 1e-6))
+        self.pose.clear_from(math.ceil(cut * self.fps - 1e-6))
 
     def busy_until(self) -> float:
         """Clock time at which everything scheduled so far has played."""
-        return max(self.audio.end() / OUT_RATE, self.video.end() / self.fps)
+        return max(
+            self.audio.end() / OUT_RATE, self.video.end() / self.fps, self.pose.end() / self.fps
+        )
 
     def played_s(self, tag: str) -> float:
         """Seconds of the audio tagged `tag` handed to the audio track so far."""

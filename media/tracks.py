@@ -4,13 +4,19 @@ Both tracks implement only `recv()` (aiortc's contract), derive pts from frame c
 session clock (audio 48 kHz / 20 ms, video 90 kHz at the configured fps) and sleep until
 `origin + pts`. They start at the clock's current time, not at zero, so the same pts means
 the same instant on both tracks. With nothing scheduled they send silence / idle frames.
+
+Video frames come from the playout (explicit frames first, else the scheduled landmark
+offsets) drawn by a `FrameSource` just in time, optionally on a dedicated executor so
+rendering never runs on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fractions
 import math
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 import av
 import numpy as np
@@ -18,7 +24,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.audio import OUT_FRAME_SAMPLES, OUT_RATE
 from media.clock import MediaClock
-from media.idle import IdleSource
+from media.idle import FrameSource
 from media.playout import Playout
 
 VIDEO_CLOCK_RATE = 90000  # RTP clock of every video codec (RFC 3551)
@@ -72,22 +78,29 @@ class ClockedAudioTrack(MediaStreamTrack):
 
 
 class ClockedVideoTrack(MediaStreamTrack):
-    """RGB frames at the playout's fps: scheduled frames, else the idle source."""
+    """RGB frames at the playout's fps: scheduled frames, else the source drawing the
+    scheduled pose (or idle)."""
 
     kind = "video"
 
     def __init__(
         self,
         playout: Playout,
-        idle: IdleSource,
+        source: FrameSource,
         on_frame: Callable[[], None] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         super().__init__()
         self._playout = playout
         self._clock = playout.clock
-        self._idle = idle
+        self._source = source
         self._on_frame = on_frame
+        self._executor = executor
         self._index: int | None = None
+
+    def set_source(self, source: FrameSource) -> None:
+        """Swap what draws the frames (e.g. a portrait uploaded for this session)."""
+        self._source = source
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":
@@ -100,7 +113,12 @@ class ClockedVideoTrack(MediaStreamTrack):
         self._index = index + 1
         image = self._playout.video.read(index)
         if image is None:
-            image = self._idle.idle_frame(index)
+            pose = self._playout.pose.read(index)
+            if self._executor is None:
+                image = self._source.frame(index, pose)
+            else:
+                loop = asyncio.get_running_loop()
+                image = await loop.run_in_executor(self._executor, self._source.frame, index, pose)
         frame = av.VideoFrame.from_ndarray(image, format="rgb24")
         frame.pts = round(index * VIDEO_CLOCK_RATE / fps)
         frame.time_base = VIDEO_TIME_BASE

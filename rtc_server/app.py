@@ -9,7 +9,7 @@ import logging
 import numpy as np
 from aiohttp import web
 
-from media.idle import IdleSource, StillPortrait, default_portrait
+from media.idle import FrameSource, StillPortrait, default_portrait
 from rtc_server.config import Config
 from rtc_server.echo import EchoBehaviour
 from rtc_server.errors import ConfigError
@@ -46,7 +46,7 @@ class Server:
         self.metrics = Metrics()
         self.registry = SessionRegistry(config.server.max_sessions)
         media = config.media
-        self.idle: IdleSource = StillPortrait(
+        self.idle: FrameSource = StillPortrait(
             load_portrait_image(media.portrait), media.width, media.height
         )
         if config.ice.loopback_only:

@@ -21,7 +21,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from media.audio import InboundAudio
 from media.clock import MediaClock
-from media.idle import IdleSource
+from media.idle import FrameSource
 from media.playout import Playout
 from media.tracks import ClockedAudioTrack, ClockedVideoTrack
 from rtc_server.config import Config
@@ -56,7 +56,7 @@ class Session:
         session_id: str,
         *,
         config: Config,
-        idle: IdleSource,
+        idle: FrameSource,
         metrics: Metrics,
         behaviour_factory: Callable[[Session], Behaviour],
         on_closed: Callable[[str], None],

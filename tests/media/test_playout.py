@@ -27,8 +27,8 @@ def solid(value: int) -> np.ndarray:
 
 
 class Idle:
-    def idle_frame(self, index: int) -> np.ndarray:
-        return solid(0)
+    def frame(self, index: int, offsets: np.ndarray | None = None) -> np.ndarray:
+        return solid(0) if offsets is None else solid(int(offsets[0, 0]))
 
 
 def test_clock_starts_once_and_counts_from_origin() -> None:
@@ -182,6 +182,27 @@ def test_inbound_audio_becomes_20ms_frames_at_16k() -> None:
 
 def test_still_portrait_fits_requested_size() -> None:
     idle = StillPortrait(default_portrait(), 320, 240)
-    frame = idle.idle_frame(0)
+    frame = idle.frame(0)
     assert frame.shape == (240, 320, 3) and frame.dtype == np.uint8
     assert frame.std() > 20  # a real picture, not a blank
+
+
+async def test_video_track_renders_scheduled_pose_then_idle_and_clear_closes_at_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    timer, playout = make_playout()
+    playout.clock.start()
+    offsets = np.zeros((10, 68, 2), np.float32)
+    offsets[:, 0, 0] = 77  # the Idle source paints offsets[0, 0] as the frame value
+    at = playout.frame_time(0.013)
+    assert at == pytest.approx(1 / FPS)
+    end = playout.schedule_pose(offsets, at)
+    assert end == pytest.approx(11 / FPS)
+    with ThreadPoolExecutor(1) as pool:
+        video = ClockedVideoTrack(playout, Idle(), executor=pool)
+        values = [int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) for _ in range(6)]
+        assert values == [0, 77, 77, 77, 77, 77]
+        playout.clear_after()  # barge-in: the very next frame is idle
+        assert int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) == 0
+    with pytest.raises(InvalidMediaError):
+        playout.schedule_pose(np.zeros((3, 68, 3)), at=0.0)
