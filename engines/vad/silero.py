@@ -25,7 +25,7 @@ from engines.vad.webrtc import check_pcm16
 
 logger = logging.getLogger(__name__)
 
-_CHUNK = 512  # samples per silero call at 16 kHz (fixed by the model)
+CHUNK_SAMPLES = 512  # samples per silero call at 16 kHz (fixed by the model)
 _CONTEXT = 64  # samples of the previous chunk the model expects in front (silero v5+)
 _session: Any = None
 _session_lock = threading.Lock()
@@ -77,17 +77,27 @@ class SileroStream:
 
     def feed(self, pcm: np.ndarray) -> float:
         """Add int16 samples; return the probability of the latest complete 32 ms chunk."""
+        self.chunk_probabilities(pcm)
+        return self.probability
+
+    def chunk_probabilities(self, pcm: np.ndarray) -> list[float]:
+        """Add int16 samples; return the probability of each 32 ms chunk they completed.
+
+        Chunk i of the stream covers samples [512 i, 512 (i + 1)).
+        """
         audio = np.concatenate([self._pending, pcm.astype(np.float32) / 32768.0])
-        n = audio.shape[0] // _CHUNK * _CHUNK
-        for start in range(0, n, _CHUNK):
-            x = np.concatenate([self._context, audio[None, start : start + _CHUNK]], axis=1)
+        n = audio.shape[0] // CHUNK_SAMPLES * CHUNK_SAMPLES
+        probs = []
+        for start in range(0, n, CHUNK_SAMPLES):
+            x = np.concatenate([self._context, audio[None, start : start + CHUNK_SAMPLES]], axis=1)
             out, self._state = self._session.run(
                 None, {"input": x, "state": self._state, "sr": self._sr}
             )
             self._context = x[:, -_CONTEXT:]
             self.probability = float(out[0, 0])
+            probs.append(self.probability)
         self._pending = audio[n:]
-        return self.probability
+        return probs
 
 
 class SileroConfirmedVad:

