@@ -1,0 +1,182 @@
+"""OpenAI-compatible HTTP engine against local SSE test servers on 127.0.0.1: a good one, one
+that stalls, one that errors (retried), one that rejects; plus cancellation and stop strings."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engines.llm import ChatMessage, LLMConfig, create_llm
+from engines.llm.errors import LLMError, LLMTimeoutError
+from engines.llm.openai_http import OpenAIChatLLM
+
+WORDS = ["Hello", " there", ",", " how", " can", " I", " help", "?"]
+
+
+class Server:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, object]] = []
+        self.failures_left = 0  # /flaky answers 503 this many times first
+        self.release = threading.Event()  # lets stalled handlers finish
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append({"path": self.path, "body": body,
+                                        "auth": self.headers.get("Authorization")})
+                mode = self.path.split("/")[1]
+                if mode == "flaky" and server.failures_left > 0:
+                    server.failures_left -= 1
+                    self._plain(503, "busy")
+                    return
+                if mode == "bad":
+                    self._plain(400, "bad request")
+                    return
+                if mode == "silent":  # accepts, then never answers
+                    server.release.wait(10)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b": keep-alive comment\n\n")
+                for i, word in enumerate(WORDS):
+                    if mode == "stall" and i == 3:
+                        self.wfile.flush()
+                        server.release.wait(10)
+                        return
+                    if mode == "slow":
+                        time.sleep(0.05)
+                    event = {"choices": [{"index": 0, "delta": {"content": word}}]}
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _plain(self, status: int, text: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text.encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, mode: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{mode}/v1"
+
+
+@pytest.fixture()
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.release.set()
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+def ask(llm: OpenAIChatLLM, **kwargs: object) -> str:
+    return "".join(llm.stream([ChatMessage("user", "hi")], max_new_tokens=20, **kwargs))  # type: ignore[arg-type]
+
+
+def test_streams_deltas_and_sends_the_protocol(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("ok"), model="m1", api_key="k", system_prompt="Be brief.")
+    deltas = list(llm.stream([ChatMessage("user", "hi")], max_new_tokens=20))
+    assert deltas == WORDS
+    req = server.requests[0]
+    assert req["path"] == "/ok/v1/chat/completions" and req["auth"] == "Bearer k"
+    body = req["body"]
+    assert isinstance(body, dict)
+    assert body["stream"] is True and body["model"] == "m1" and body["max_tokens"] == 20
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+    ]
+
+
+def test_stop_strings_are_enforced_client_side(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("ok"))
+    assert ask(llm, stop=[" can"]) == "Hello there, how"
+    assert server.requests[0]["body"]["stop"] == [" can"]  # type: ignore[index]
+
+
+def test_errors_before_first_token_are_retried(server: Server) -> None:
+    server.failures_left = 2
+    llm = OpenAIChatLLM(server.url("flaky"), retries=2)
+    assert ask(llm) == "".join(WORDS)
+    assert len(server.requests) == 3
+
+
+def test_error_server_fails_after_retries(server: Server) -> None:
+    server.failures_left = 100
+    llm = OpenAIChatLLM(server.url("flaky"), retries=1)
+    with pytest.raises(LLMError, match="503"):
+        ask(llm)
+    assert len(server.requests) == 2
+
+
+def test_client_errors_are_not_retried(server: Server) -> None:
+    with pytest.raises(LLMError, match="400"):
+        ask(OpenAIChatLLM(server.url("bad"), retries=3))
+    assert len(server.requests) == 1
+
+
+def test_stall_mid_stream_times_out_without_retry(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("stall"), read_timeout_s=0.4, retries=3)
+    got: list[str] = []
+    t0 = time.monotonic()
+    with pytest.raises(LLMTimeoutError):
+        for delta in llm.stream([ChatMessage("user", "hi")], max_new_tokens=20):
+            got.append(delta)
+    assert got == WORDS[:3]  # what arrived before the stall was delivered
+    assert len(server.requests) == 1  # no retry after text was spoken
+    assert time.monotonic() - t0 < 3.0
+
+
+def test_silent_server_times_out_after_retries(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("silent"), read_timeout_s=0.3, connect_timeout_s=0.3, retries=1)
+    with pytest.raises(LLMTimeoutError):
+        ask(llm)
+    assert len(server.requests) == 2
+
+
+def test_unreachable_server_fails_fast() -> None:
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", retries=1, connect_timeout_s=0.5)
+    with pytest.raises(LLMError, match="connection"):
+        ask(llm)
+
+
+def test_cancel_stops_a_stalled_stream_at_once(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("stall"), read_timeout_s=30)
+    cancel = threading.Event()
+    got: list[str] = []
+    t0 = time.monotonic()
+    for delta in llm.stream([ChatMessage("user", "hi")], max_new_tokens=20, cancel=cancel):
+        got.append(delta)
+        if len(got) == 3:
+            threading.Timer(0.2, cancel.set).start()
+    assert got == WORDS[:3]
+    assert time.monotonic() - t0 < 1.5
+
+
+def test_closing_the_generator_mid_stream(server: Server) -> None:
+    llm = OpenAIChatLLM(server.url("slow"))
+    gen = llm.stream([ChatMessage("user", "hi")], max_new_tokens=20)
+    assert next(gen) == "Hello"
+    gen.close()  # must not hang or raise
+
+
+def test_factory_builds_the_http_engine_with_persona(server: Server) -> None:
+    llm = create_llm(LLMConfig(engine="openai", base_url=server.url("ok"), persona="bank"))
+    assert "".join(llm.stream([ChatMessage("user", "hi")], max_new_tokens=5)) == "".join(WORDS)
+    system = server.requests[0]["body"]["messages"][0]  # type: ignore[index]
+    assert system["role"] == "system" and "bank" in system["content"]
+    assert "rtc-avatar" in system["content"]

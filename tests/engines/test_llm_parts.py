@@ -1,0 +1,195 @@
+"""LLM building blocks without a model: history budget, stop strings, personas, resilience
+wrapper (holding phrase, apology, answer cache, cancellation) around scripted fake engines."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engines.llm import ChatMessage, Notice, ResilientLLM
+from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
+from engines.llm.history import PER_MESSAGE_OVERHEAD, approx_tokens, fit_history
+from engines.llm.personas import PERSONAS, system_prompt
+from engines.llm.resilience import AnswerCache
+from engines.llm.stops import StopFilter
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def conversation(turns: int) -> list[ChatMessage]:
+    msgs = [ChatMessage("system", "sys prompt here")]
+    for i in range(turns):
+        msgs += [
+            ChatMessage("user", f"question {i} " * 3),
+            ChatMessage("assistant", f"answer {i} " * 5),
+        ]
+    return [*msgs, ChatMessage("user", "final question now")]
+
+
+def test_history_keeps_system_and_newest_pairs() -> None:
+    msgs = conversation(10)
+    kept = fit_history(msgs, words, budget=60)
+    assert kept[0] == msgs[0] and kept[-1] == msgs[-1]
+    assert kept[1].role == "user"  # never starts with an orphaned answer
+    assert kept[1:] == msgs[len(msgs) - len(kept) + 1 :]  # a contiguous newest tail
+    total = sum(words(m.content) + PER_MESSAGE_OVERHEAD for m in kept)
+    assert total <= 60
+    assert len(fit_history(msgs, words, budget=10_000)) == len(msgs)
+
+
+def test_overlong_last_message_is_shortened_from_the_start() -> None:
+    msgs = [ChatMessage("system", "s"), ChatMessage("user", "blah " * 500 + "the real question?")]
+    kept = fit_history(msgs, words, budget=40)
+    assert [m.role for m in kept] == ["system", "user"]
+    assert kept[-1].content.endswith("the real question?")
+    assert words(kept[-1].content) <= 40
+    with pytest.raises(InvalidInputError):
+        fit_history([], words, 10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 30), st.integers(30, 400))
+def test_history_stays_within_budget(turns: int, budget: int) -> None:
+    kept = fit_history(conversation(turns), approx_tokens, budget)
+    assert sum(approx_tokens(m.content) + PER_MESSAGE_OVERHEAD for m in kept) <= budget
+    assert kept[-1].role == "user"
+
+
+@pytest.mark.parametrize(
+    ("deltas", "stops", "expected"),
+    [
+        (["Hello", " wor", "ld", "!"], ["world"], "Hello "),
+        (["User", ":", " hi"], ["User:"], ""),
+        (["a", "b", "c"], ["bd"], "abc"),  # held "b" released when it turns out harmless
+        (["a<", "|im", "_end|>b"], ["<|im_end|>"], "a"),
+        (["plain", " text"], [], "plain text"),
+    ],
+)
+def test_stop_filter(deltas: list[str], stops: list[str], expected: str) -> None:
+    f = StopFilter(stops)
+    out = "".join(f.feed(d) for d in deltas) + f.flush()
+    assert out == expected
+
+
+def test_personas_say_who_they_are() -> None:
+    for name in PERSONAS:
+        prompt = system_prompt(name, "Nova")
+        assert "Nova" in prompt and "rtc-avatar" in prompt and "not made by OpenAI" in prompt
+    with pytest.raises(InvalidInputError):
+        system_prompt("pirate")
+
+
+class Scripted:
+    """Fake ChatLLM: waits `delay` s, then yields `deltas` (or raises `error`)."""
+
+    def __init__(
+        self, deltas: Sequence[str], delay: float = 0.0, error: Exception | None = None,
+        gap: float = 0.0,
+    ) -> None:
+        self.deltas, self.delay, self.error, self.gap = deltas, delay, error, gap
+        self.calls = 0
+        self.stopped_early = threading.Event()
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = (),
+        cancel: threading.Event | None = None,
+    ) -> Iterator[str]:
+        self.calls += 1
+        cancel = cancel or threading.Event()
+        if cancel.wait(self.delay):
+            self.stopped_early.set()
+            return
+        for d in self.deltas:
+            if cancel.is_set():
+                self.stopped_early.set()
+                return
+            yield d
+            cancel.wait(self.gap)
+        if self.error:
+            raise self.error
+
+
+MSGS = [ChatMessage("user", "What are your opening hours?")]
+
+
+def collect(llm: ResilientLLM, cancel: threading.Event | None = None) -> list[str]:
+    return list(llm.stream(MSGS, max_new_tokens=10, cancel=cancel))
+
+
+def test_fast_answer_passes_through_untouched() -> None:
+    out = collect(ResilientLLM(Scripted(["Hi", " there."]), first_token_deadline_s=1.0))
+    assert out == ["Hi", " there."] and not any(isinstance(d, Notice) for d in out)
+
+
+def test_holding_phrase_after_the_deadline_then_the_answer() -> None:
+    llm = ResilientLLM(Scripted(["Late", " answer."], delay=0.4), first_token_deadline_s=0.1,
+                       holding_phrase="One moment.")
+    out = collect(llm)
+    assert out == ["One moment. ", "Late", " answer."]
+    assert isinstance(out[0], Notice) and out[0].kind == "holding"
+
+
+def test_failure_before_any_text_gives_the_apology() -> None:
+    llm = ResilientLLM(Scripted([], error=LLMError("boom")), apology="Sorry about that")
+    out = collect(llm)
+    assert out == ["Sorry about that "] and isinstance(out[0], Notice) and out[0].kind == "apology"
+    # An empty answer is silence too.
+    assert collect(ResilientLLM(Scripted([]), apology="Sorry.")) == ["Sorry. "]
+
+
+def test_failure_after_text_ends_the_answer_quietly() -> None:
+    out = collect(ResilientLLM(Scripted(["Part", " one"], error=LLMError("boom"))))
+    assert out == ["Part", " one"]
+
+
+def test_cancel_reaches_the_inner_engine() -> None:
+    inner = Scripted(["a"] * 100, gap=0.02)
+    cancel = threading.Event()
+    llm = ResilientLLM(inner, first_token_deadline_s=5)
+    got = []
+    t0 = time.monotonic()
+    for d in llm.stream(MSGS, max_new_tokens=10, cancel=cancel):
+        got.append(d)
+        if len(got) == 3:
+            cancel.set()
+    assert len(got) <= 4 and time.monotonic() - t0 < 1.0
+    assert inner.stopped_early.wait(1.0)
+
+
+def test_answer_cache_answers_without_the_llm(tmp_path: Path) -> None:
+    path = tmp_path / "faq.json"
+    path.write_text(json.dumps([
+        {"questions": ["What are your opening hours?", "When are you open?"],
+         "answer": "We are open nine to five, Monday to Friday."},
+        {"question": "How do I reset my PIN?", "answer": "In the app, under Cards."},
+    ]))
+    inner = Scripted(["from", " the", " model"])
+    llm = ResilientLLM(inner, answer_cache=AnswerCache.load(path))
+    out = collect(llm)
+    assert out == ["We are open nine to five, Monday to Friday. "]
+    assert isinstance(out[0], Notice) and out[0].kind == "cached" and inner.calls == 0
+    cache = AnswerCache.load(path)
+    assert cache.match("when are you open") is not None  # case and punctuation do not matter
+    assert cache.match("how do i reset my pin") == "In the app, under Cards."
+    assert cache.match("What is the weather like on Mars?") is None
+    out = list(llm.stream([ChatMessage("user", "Tell me a joke")], max_new_tokens=5))
+    assert "".join(out) == "from the model" and inner.calls == 1
+
+
+def test_answer_cache_rejects_bad_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ModelLoadError):
+        AnswerCache.load(bad)
+    bad.write_text(json.dumps([{"question": "q"}]))
+    with pytest.raises(ModelLoadError):
+        AnswerCache.load(bad)
