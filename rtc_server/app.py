@@ -1,10 +1,12 @@
-"""The server: builds the aiohttp app, owns the session registry, metrics and shared
-read-only assets (portrait), and creates one Session per offer.
+"""The server: builds the aiohttp app, owns the session registry, metrics, the engines and
+the shared read-only avatar renderer, and creates one Session per offer.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -12,6 +14,7 @@ from aiohttp import web
 from media.idle import FrameSource, StillPortrait, default_portrait
 from rtc_server.config import Config
 from rtc_server.echo import EchoBehaviour
+from rtc_server.engine_set import Engines, load_engines
 from rtc_server.errors import ConfigError
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
@@ -27,40 +30,65 @@ logger = logging.getLogger(__name__)
 def load_portrait_image(path: str | None) -> np.ndarray:
     if path is None:
         return default_portrait()
-    from skimage import io
+    from engines.errors import EngineError
+    from engines.face.portrait import load_portrait
 
     try:
-        image = np.asarray(io.imread(path))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read portrait {path!r}: {exc}") from exc
-    if image.ndim == 2:
-        image = np.stack([image] * 3, axis=-1)
-    if image.ndim != 3 or image.shape[2] not in (3, 4):
-        raise ConfigError(f"portrait {path!r} is not an RGB image")
-    return image[:, :, :3].astype(np.uint8)
+        return load_portrait(path)
+    except (EngineError, OSError) as exc:
+        raise ConfigError(f"portrait {path!r}: {exc}") from exc
+
+
+def build_renderer(image: np.ndarray, config: Config) -> Any:
+    """Fit the portrait's landmarks once and precompute its warp mesh (shared by sessions)."""
+    from engines.face.portrait import detect_portrait_landmarks
+    from media.avatar import AvatarRenderer
+
+    landmarks = detect_portrait_landmarks(image)
+    return AvatarRenderer(image, landmarks, config.media.width, config.media.height)
 
 
 class Server:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, engines: Engines | None = None) -> None:
         self.config = config
         self.metrics = Metrics()
         self.registry = SessionRegistry(config.server.max_sessions)
         media = config.media
-        self.idle: FrameSource = StillPortrait(
-            load_portrait_image(media.portrait), media.width, media.height
-        )
+        portrait = load_portrait_image(media.portrait)
+        self.engines: Engines | None = None
+        self.renderer: Any = None
+        self.still = StillPortrait(portrait, media.width, media.height)
+        if config.server.mode == "agent":
+            self.engines = engines or load_engines(config)
+            try:
+                self.renderer = build_renderer(portrait, config)
+            except Exception as exc:
+                raise ConfigError(f"portrait: {exc}") from exc
+        self._seeds = itertools.count(1)
         if config.ice.loopback_only:
             restrict_host_candidates_to_loopback()
 
     def _behaviour(self, session: Session) -> Behaviour:
-        return EchoBehaviour(session, self.config.vad)
+        if self.engines is None:
+            return EchoBehaviour(session, self.config.vad)
+        from rtc_server.agent import AgentBehaviour
+
+        return AgentBehaviour(session, self.engines, self.config)
+
+    def _frames(self) -> FrameSource:
+        if self.renderer is None:
+            return self.still
+        # Per-session idle motion (seeded), over the shared read-only renderer.
+        frames: FrameSource = self.renderer.session(self.config.media.fps, next(self._seeds))
+        return frames
 
     async def create_session(self, session_id: str, offer: Offer) -> tuple[Session, str]:
         session = Session(
             session_id,
             config=self.config,
-            idle=self.idle,
+            frames=self._frames(),
             metrics=self.metrics,
+            render_executor=self.engines.pools.render if self.engines else None,
             behaviour_factory=self._behaviour,
             on_closed=self.registry.discard,
         )

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from engines.asr.config import AsrConfig
+from engines.face.config import FaceConfig
+from engines.llm.config import LLMConfig
+from engines.tts.config import TTSConfig
 from engines.vad.config import VadConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
@@ -97,11 +101,36 @@ class MediaConfig:
 
 
 @dataclass(frozen=True)
+class AgentConfig:
+    # Spoken on connect, before the user says anything ("" = no greeting).
+    greeting: str = "Hi, I'm Ava. What would you like to talk about?"
+    # User speech this long while the agent speaks interrupts it (barge-in).
+    barge_in_min_ms: int = 250
+    # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
+    start_early: bool = True
+    # Longest answer, in tokens (the LLM's own cap also applies).
+    max_new_tokens: int = 120
+    # Scheduling margin before the first audio frame of an utterance.
+    lead_ms: int = 60
+    # Said when a stage fails mid-turn (the LLM's own apology covers LLM failures).
+    apology: str = "Sorry, something went wrong on my side. Could you say that again?"
+
+    def __post_init__(self) -> None:
+        if self.barge_in_min_ms < 0 or self.lead_ms < 0 or self.max_new_tokens < 1:
+            raise ValueError("barge_in_min_ms and lead_ms must be >= 0, max_new_tokens >= 1")
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     ice: IceConfig = field(default_factory=IceConfig)
     media: MediaConfig = field(default_factory=MediaConfig)
     vad: VadConfig = field(default_factory=VadConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    tts: TTSConfig = field(default_factory=TTSConfig)
+    face: FaceConfig = field(default_factory=FaceConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 
@@ -26,6 +26,20 @@ class Metrics:
             "rtc_session_errors", "Sessions ended or degraded by an error", ["reason"],
             registry=self.registry,
         )
+
+        self.turn_stage_ms = Histogram(
+            "rtc_turn_stage_ms",
+            "Per-stage latency of agent turns, ms after the end of the user's speech",
+            ["stage"],
+            buckets=(50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000),
+            registry=self.registry,
+        )
+
+    def observe_turn(self, marks_ms: dict[str, float]) -> None:
+        """Record a turn's stage marks (only stages after the end of speech)."""
+        for stage, ms in marks_ms.items():
+            if ms >= 0 and stage not in ("speech_end", "voice_end"):
+                self.turn_stage_ms.labels(stage=stage).observe(ms)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

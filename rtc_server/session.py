@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Protocol
 
 import numpy as np
@@ -47,6 +48,10 @@ class Behaviour(Protocol):
         """One 20 ms frame of 16 kHz mono int16 from the user. Must not block."""
         ...
 
+    def interrupt(self) -> None:
+        """Stop any speech now and clear what is scheduled (barge-in)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -56,8 +61,9 @@ class Session:
         session_id: str,
         *,
         config: Config,
-        idle: FrameSource,
+        frames: FrameSource,
         metrics: Metrics,
+        render_executor: Executor | None = None,
         behaviour_factory: Callable[[Session], Behaviour],
         on_closed: Callable[[str], None],
     ) -> None:
@@ -73,7 +79,8 @@ class Session:
         self._pc = RTCPeerConnection(rtc_configuration(config.ice))
         self._audio_out = ClockedAudioTrack(self.playout, on_frame=metrics.audio_packets_sent.inc)
         self._video_out = ClockedVideoTrack(
-            self.playout, idle, on_frame=metrics.video_frames_sent.inc
+            self.playout, frames, on_frame=metrics.video_frames_sent.inc,
+            executor=render_executor,
         )
         self._channel: RTCDataChannel | None = None
         self._pending: deque[str] = deque(maxlen=MAX_PENDING_EVENTS)
@@ -138,6 +145,10 @@ class Session:
         self.log.error("%s: %s", code, exc, exc_info=exc)
         self.metrics.session_errors.labels(reason=code).inc()
         self.emit(ErrorEvent(code=code, message=str(exc) or type(exc).__name__))
+
+    def interrupt(self) -> None:
+        """The one entry point for stopping the agent mid-speech (see Behaviour.interrupt)."""
+        self.behaviour.interrupt()
 
     # --- peer connection callbacks ------------------------------------------------------
 

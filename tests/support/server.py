@@ -9,14 +9,19 @@ from contextlib import asynccontextmanager
 from aiohttp.test_utils import TestServer
 
 from rtc_server.app import Server
-from rtc_server.config import Config, IceConfig, ServerConfig
+from rtc_server.config import Config, IceConfig, MediaConfig, ServerConfig
+
+# Tests about audio, events or signaling need little video: small frames keep the encoder
+# and the test peer's decoder from competing with what is being measured on 2 cores.
+SMALL_VIDEO = MediaConfig(width=128, height=128, fps=10)
 
 
-def loopback_config(**server: object) -> Config:
+def loopback_config(media: MediaConfig | None = None, **server: object) -> Config:
     """Defaults with loopback-only ICE (tests run in a loopback-only namespace)."""
     return Config(
         server=dataclasses.replace(ServerConfig(), **server),  # type: ignore[arg-type]
         ice=IceConfig(loopback_only=True),
+        media=media or MediaConfig(),
     )
 
 

@@ -1,0 +1,93 @@
+"""The engines of one server process, loaded once and shared read-only by every session,
+plus the executors that keep their blocking calls off the event loop.
+
+Thread budget (2-core default machine): each pool is small and named, so a burst of one kind
+of work (an LLM answer, a TTS sentence) cannot starve the per-frame work (rendering, encoding)
+that keeps the picture at its frame rate. Sizes are per process, not per session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from engines.asr.base import StreamingASR
+from engines.llm.base import ChatLLM
+from engines.tts.base import TTS
+from rtc_server.config import Config
+
+logger = logging.getLogger(__name__)
+
+
+class FaceAnimator(Protocol):
+    fps: int
+
+    def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
+        """Speech PCM -> landmark offsets [T, 68, 2] at `fps`."""
+        ...
+
+
+@dataclass
+class Pools:
+    asr: ThreadPoolExecutor = field(default_factory=lambda: _pool("asr", 2))
+    llm: ThreadPoolExecutor = field(default_factory=lambda: _pool("llm", 4))
+    tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1))
+    face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1))
+    render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2))
+
+    def shutdown(self) -> None:
+        for pool in (self.asr, self.llm, self.tts, self.face, self.render):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _pool(name: str, workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"rtc-{name}")
+
+
+@dataclass
+class Engines:
+    asr: StreamingASR
+    llm: ChatLLM
+    tts: TTS
+    face: FaceAnimator
+    make_smoother: Callable[[], Any]  # per-session Kalman smoother (engines.face.smoothing)
+    pools: Pools = field(default_factory=Pools)
+
+    def close(self) -> None:
+        self.pools.shutdown()
+
+
+def _timed(what: str, build: Callable[[], Any]) -> Any:
+    logger.info("loading %s", what)
+    start = time.perf_counter()
+    value = build()
+    logger.info("loaded %s in %.1f s", what, time.perf_counter() - start)
+    return value
+
+
+def load_engines(config: Config) -> Engines:
+    """Load every engine the agent needs (blocking; one progress line per model)."""
+    from engines.asr import create_asr
+    from engines.face import create_face
+    from engines.face.smoothing import KalmanSmoother
+    from engines.llm import create_llm
+    from engines.tts import create_tts
+
+    asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
+    tts = _timed(f"tts ({config.tts.engine})", lambda: create_tts(config.tts))
+    face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
+    llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))
+    face_config = config.face
+
+    def make_smoother() -> Any:
+        if not face_config.smoothing:
+            return None
+        return KalmanSmoother(face_config.process_noise, face_config.measurement_noise)
+
+    return Engines(asr=asr, llm=llm, tts=tts, face=face, make_smoother=make_smoother)
