@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from engines.llm.base import ChatMessage
+from engines.llm.resilience import Notice
 from engines.text.chunker import Chunker
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
@@ -188,6 +189,12 @@ class AgentBehaviour:
             self._engines.llm, messages, max_new_tokens=self._llm_max_tokens,
             executor=self._engines.pools.llm,
         ):
+            if isinstance(delta, Notice):
+                # A holding phrase, cached answer or apology: a whole sentence, spoken at
+                # once, leaving the chunker fresh so the real answer's first clause is early.
+                turn.mark(f"llm_{delta.kind}", clock.time())
+                yield str(delta)
+                continue
             turn.mark("llm_first_token", clock.time())
             for chunk in chunker.push(delta):
                 turn.mark("first_chunk", clock.time())
@@ -242,8 +249,9 @@ class AgentBehaviour:
         if first:
             turn.mark("first_audio_sent", session.clock.time())
             session.set_state("speaking")
+            # Early marks, so the page shows the latency as soon as the voice starts; the
+            # complete set follows when the turn ends (a holding phrase can come first).
             session.emit(TurnTimings(turn_id=turn.id, marks_ms=turn.timings_ms()))
-            session.metrics.observe_turn(turn.timings_ms())
         session.emit(AgentText(turn_id=turn.id, text=text, final=False))
 
     def _record(self, turn: Turn) -> None:
@@ -262,3 +270,8 @@ class AgentBehaviour:
         del self.history[:-MAX_HISTORY_MESSAGES]
         if turn.chunks:
             self._session.emit(AgentText(turn_id=turn.id, text="", final=True))
+        if "first_audio_sent" in turn.marks:
+            timings = turn.timings_ms()
+            self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=timings))
+            if "speech_end" in turn.marks:
+                self._session.metrics.observe_turn(timings)

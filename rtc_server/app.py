@@ -18,6 +18,7 @@ from rtc_server.engine_set import Engines, load_engines
 from rtc_server.errors import ConfigError
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
+from rtc_server.portraits import PortraitStore
 from rtc_server.session import Behaviour, Session
 from signaling.http import SignalingSettings, create_app
 from signaling.offer import Offer
@@ -64,9 +65,18 @@ class Server:
                 self.renderer = build_renderer(portrait, config)
             except Exception as exc:
                 raise ConfigError(f"portrait: {exc}") from exc
+        self.portraits = PortraitStore(
+            self._build_uploaded if self.engines is not None else None,
+            self.engines.pools.render if self.engines is not None else None,
+        )
         self._seeds = itertools.count(1)
         if config.ice.loopback_only:
             restrict_host_candidates_to_loopback()
+
+    def _build_uploaded(self, data: bytes) -> Any:
+        from engines.face.portrait import load_portrait
+
+        return build_renderer(load_portrait(data), self.config)
 
     def _behaviour(self, session: Session) -> Behaviour:
         if self.engines is None:
@@ -75,18 +85,19 @@ class Server:
 
         return AgentBehaviour(session, self.engines, self.config)
 
-    def _frames(self) -> FrameSource:
-        if self.renderer is None:
+    def _frames(self, portrait_id: str | None) -> FrameSource:
+        renderer = self.portraits.get(portrait_id) if portrait_id else self.renderer
+        if renderer is None:
             return self.still
         # Per-session idle motion (seeded), over the shared read-only renderer.
-        frames: FrameSource = self.renderer.session(self.config.media.fps, next(self._seeds))
+        frames: FrameSource = renderer.session(self.config.media.fps, next(self._seeds))
         return frames
 
     async def create_session(self, session_id: str, offer: Offer) -> tuple[Session, str]:
         session = Session(
             session_id,
             config=self.config,
-            frames=self._frames(),
+            frames=self._frames(offer.portrait_id),
             metrics=self.metrics,
             render_executor=self.engines.pools.render if self.engines else None,
             behaviour_factory=self._behaviour,
@@ -116,6 +127,7 @@ class Server:
         app = create_app(
             registry=self.registry,
             factory=self.create_session,
+            portraits=self.portraits,
             metrics_source=self.metrics,
             settings=settings,
             static_dir=STATIC_DIR,

@@ -74,8 +74,7 @@ def _timed(what: str, build: Callable[[], Any]) -> Any:
 def load_engines(config: Config) -> Engines:
     """Load every engine the agent needs (blocking; one progress line per model)."""
     from engines.asr import create_asr
-    from engines.face import create_face
-    from engines.face.smoothing import KalmanSmoother
+    from engines.face import create_face, create_smoother
     from engines.llm import create_llm
     from engines.tts import create_tts
 
@@ -84,10 +83,7 @@ def load_engines(config: Config) -> Engines:
     face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
     llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))
     face_config = config.face
-
-    def make_smoother() -> Any:
-        if not face_config.smoothing:
-            return None
-        return KalmanSmoother(face_config.process_noise, face_config.measurement_noise)
-
-    return Engines(asr=asr, llm=llm, tts=tts, face=face, make_smoother=make_smoother)
+    return Engines(
+        asr=asr, llm=llm, tts=tts, face=face,
+        make_smoother=lambda: create_smoother(face_config),
+    )

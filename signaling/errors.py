@@ -19,9 +19,21 @@ class InvalidOffer(BadRequest):
     code = "invalid_offer"
 
 
+class InvalidPortrait(BadRequest):
+    """The uploaded portrait is not usable (not an image, wrong size, no or several faces)."""
+
+    status = 422
+    code = "invalid_portrait"
+
+
 class Unauthorized(SignalingError):
     status = 401
     code = "unauthorized"
+
+
+class PortraitNotFound(SignalingError):
+    status = 404
+    code = "portrait_not_found"
 
 
 class SessionNotFound(SignalingError):

@@ -35,6 +35,12 @@ class SessionFactory(Protocol):
         ...
 
 
+class PortraitSink(Protocol):
+    async def add_portrait(self, data: bytes) -> str:
+        """Check an uploaded portrait and keep it; return its id. Raises InvalidPortrait."""
+        ...
+
+
 class MetricsSource(Protocol):
     def render(self) -> tuple[bytes, str]:
         """Prometheus exposition body and its content type."""
@@ -44,13 +50,16 @@ class MetricsSource(Protocol):
 @dataclass(frozen=True)
 class SignalingSettings:
     token: str | None
-    max_body_bytes: int
+    max_body_bytes: int  # JSON bodies (offers)
     page_config: dict[str, Any]  # handed to the page by GET /api/config
+    max_portrait_bytes: int = 10 * 1024 * 1024
 
 
 REGISTRY_KEY = web.AppKey("registry", SessionRegistry)
 FACTORY_KEY = web.AppKey("session_factory", SessionFactory)
 METRICS_KEY = web.AppKey("metrics", MetricsSource)
+PORTRAITS_KEY = web.AppKey("portraits", PortraitSink)
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 SETTINGS_KEY = web.AppKey("signaling_settings", SignalingSettings)
 
 
@@ -87,27 +96,39 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     return await handler(request)
 
 
-async def _read_json_body(request: web.Request) -> bytes:
-    limit = request.app[SETTINGS_KEY].max_body_bytes
+async def _read_body(request: web.Request, limit: int, types: tuple[str, ...]) -> bytes:
+    """The body, refused early when it is of the wrong type or grows over `limit` bytes
+    (checked while reading, so a chunked upload without Content-Length is cut off too)."""
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"request body over {limit} bytes")
-    if request.content_type != "application/json":
+    if request.content_type not in types:
         raise UnsupportedMediaType(
-            f"expected Content-Type application/json, got {request.content_type or 'none'}"
+            f"expected Content-Type {' or '.join(types)}, got {request.content_type or 'none'}"
         )
-    body = await request.read()
-    if len(body) > limit:
-        raise PayloadTooLarge(f"request body over {limit} bytes")
-    return body
+    parts, size = [], 0
+    while chunk := await request.content.read(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def post_offer(request: web.Request) -> web.Response:
-    offer = parse_offer(await _read_json_body(request))
+    settings = request.app[SETTINGS_KEY]
+    offer = parse_offer(await _read_body(request, settings.max_body_bytes, ("application/json",)))
     registry = request.app[REGISTRY_KEY]
     async with registry.reserve() as reservation:
         session, answer = await request.app[FACTORY_KEY](reservation.session_id, offer)
         reservation.commit(session)
     return web.json_response({"sdp": answer, "type": "answer", "session_id": session.id})
+
+
+async def post_portrait(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS_KEY]
+    data = await _read_body(request, settings.max_portrait_bytes, IMAGE_TYPES)
+    portrait_id = await request.app[PORTRAITS_KEY].add_portrait(data)
+    return web.json_response({"portrait_id": portrait_id})
 
 
 async def delete_session(request: web.Request) -> web.Response:
@@ -144,6 +165,7 @@ def add_routes(app: web.Application, static_dir: Path) -> None:
     app.router.add_get("/", page)
     app.router.add_static("/static/", static_dir, show_index=False)
     app.router.add_post("/api/offer", post_offer)
+    app.router.add_post("/api/portrait", post_portrait)
     app.router.add_delete("/api/sessions/{session_id}", delete_session)
     app.router.add_get("/api/config", get_config)
     app.router.add_get("/healthz", healthz)
@@ -154,17 +176,21 @@ def create_app(
     *,
     registry: SessionRegistry,
     factory: SessionFactory,
+    portraits: PortraitSink,
     metrics_source: MetricsSource,
     settings: SignalingSettings,
     static_dir: Path,
 ) -> web.Application:
-    # client_max_size makes aiohttp itself refuse larger bodies (413) before buffering them.
+    # client_max_size makes aiohttp itself refuse larger bodies (413) before buffering them;
+    # each route then applies its own, smaller limit while reading.
     app = web.Application(
-        middlewares=[json_errors, bearer_auth], client_max_size=settings.max_body_bytes
+        middlewares=[json_errors, bearer_auth],
+        client_max_size=max(settings.max_body_bytes, settings.max_portrait_bytes),
     )
     app[REGISTRY_KEY] = registry
     app[FACTORY_KEY] = factory
     app[METRICS_KEY] = metrics_source
+    app[PORTRAITS_KEY] = portraits
     app[SETTINGS_KEY] = settings
     add_routes(app, static_dir)
     return app

@@ -19,6 +19,7 @@ MAX_SDP_CHARS = 60 * 1024
 class Offer:
     sdp: str
     type: str = "offer"
+    portrait_id: str | None = None  # from POST /api/portrait
 
     def media_kinds(self) -> list[str]:
         lines = self.sdp.splitlines()
@@ -44,7 +45,10 @@ def parse_offer(body: bytes) -> Offer:
         raise InvalidOffer("sdp is too long")
     if not sdp.lstrip().startswith("v=0"):
         raise InvalidOffer('sdp must start with "v=0"')
-    offer = Offer(sdp=sdp)
+    portrait_id = data.get("portrait_id")
+    if portrait_id is not None and (not isinstance(portrait_id, str) or len(portrait_id) > 128):
+        raise InvalidOffer('"portrait_id" must be a string from POST /api/portrait')
+    offer = Offer(sdp=sdp, portrait_id=portrait_id)
     kinds = offer.media_kinds()
     if "audio" not in kinds or "video" not in kinds:
         raise InvalidOffer(

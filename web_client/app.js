@@ -10,7 +10,9 @@
     "speech_end", "asr_final", "llm_first_token", "first_chunk",
     "tts_first_audio", "face_first_frame", "first_audio_sent",
   ];
-  const state = { pc: null, sessionId: null, mic: null, events: [], turns: new Map() };
+  const state = {
+    pc: null, sessionId: null, mic: null, portraitId: null, events: [], turns: new Map(),
+  };
   window.rtcAvatar = state;
 
   class ApiError extends Error {
@@ -21,7 +23,7 @@
 
   async function api(path, options = {}) {
     const headers = { ...(options.headers || {}) };
-    if (options.body) headers["Content-Type"] = "application/json";
+    if (options.body && !headers["Content-Type"]) headers["Content-Type"] = "application/json";
     if (token()) headers["Authorization"] = `Bearer ${token()}`;
     const res = await fetch(path, { ...options, headers });
     const body = await res.json().catch(() => ({}));
@@ -129,7 +131,10 @@
       await waitForIceGathering(pc);
       const answer = await api("/api/offer", {
         method: "POST",
-        body: JSON.stringify({ sdp: pc.localDescription.sdp, type: "offer" }),
+        body: JSON.stringify({
+          sdp: pc.localDescription.sdp, type: "offer",
+          ...(state.portraitId ? { portrait_id: state.portraitId } : {}),
+        }),
       });
       state.sessionId = answer.session_id;
       await pc.setRemoteDescription({ sdp: answer.sdp, type: "answer" });
@@ -157,6 +162,34 @@
     setState("idle");
   }
 
+  async function uploadPortrait() {
+    const file = $("portrait").files[0];
+    state.portraitId = null;
+    if (!file) return;
+    setStatus("checking portrait…");
+    try {
+      const res = await api("/api/portrait", {
+        method: "POST", body: file, headers: { "Content-Type": file.type || "application/octet-stream" },
+      });
+      state.portraitId = res.portrait_id;
+      setStatus("");
+    } catch (err) {
+      $("portrait").value = "";
+      setStatus(`portrait: ${err.message}`);
+    }
+  }
+
+  async function init() {
+    try {
+      const config = await api("/api/config");
+      $("portrait-picker").hidden = config.mode !== "agent";
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) $("auth").hidden = false;
+    }
+  }
+
+  $("portrait").addEventListener("change", uploadPortrait);
+  init();
   $("start").addEventListener("click", start);
   $("stop").addEventListener("click", stop);
   window.addEventListener("pagehide", () => {

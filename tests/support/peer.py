@@ -38,6 +38,7 @@ class PcmMicrophone(MediaStreamTrack):
         self._pcm = np.zeros(0, np.int16)
         self._offset = 0
         self.started_at: float | None = None  # monotonic time the current audio began playing
+        self.playing = asyncio.Event()  # set when the current audio begins playing
         self.set_audio(pcm, rate)
 
     def set_audio(
@@ -45,6 +46,7 @@ class PcmMicrophone(MediaStreamTrack):
     ) -> None:
         """Replace what the microphone plays from now (or from frame `at_frame`)."""
         self.started_at = None
+        self.playing.clear()
         if pcm is None:
             self._pcm = np.zeros(0, np.int16)
             return
@@ -68,6 +70,7 @@ class PcmMicrophone(MediaStreamTrack):
             chunk[: len(part)] = part
             if pos == 0:
                 self.started_at = time.monotonic()
+                self.playing.set()
         frame = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = RATE
         frame.pts = self._index * FRAME
@@ -111,10 +114,12 @@ class LoopbackPeer:
         microphone: PcmMicrophone | None = None,
         token: str | None = None,
         video_summary: Callable[[np.ndarray], Any] = mean_luma,
+        portrait_id: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.mic = microphone or PcmMicrophone()
         self.token = token
+        self.portrait_id = portrait_id
         self.video_summary = video_summary
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         self.received = Received()
@@ -144,7 +149,10 @@ class LoopbackPeer:
         await pc.setLocalDescription(await pc.createOffer())
         async with aiohttp.ClientSession() as http, http.post(
             f"{self.base_url}/api/offer",
-            json={"sdp": pc.localDescription.sdp, "type": "offer"},
+            json={
+                "sdp": pc.localDescription.sdp, "type": "offer",
+                **({"portrait_id": self.portrait_id} if self.portrait_id else {}),
+            },
             headers=self._headers(),
         ) as resp:
             body = await resp.json()

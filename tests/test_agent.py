@@ -1,0 +1,166 @@
+"""End to end on the embedded defaults: a loopback peer talks to the agent and checks what it
+really receives (transcripts, answers, speech, lips in sync with the voice, barge-in)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import numpy as np
+import pytest
+import soxr
+from aiohttp.test_utils import TestServer
+
+from engines.asr.text import word_error_rate
+from rtc_server.app import Server
+from rtc_server.config import Config
+from rtc_server.engine_set import Engines
+from tests.support.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
+from tests.support.peer import LoopbackPeer, PcmMicrophone
+from tests.support.speech import synth
+
+pytestmark = [pytest.mark.webrtc, pytest.mark.slow]
+QUESTION = "What is the capital of France?"
+
+
+@asynccontextmanager
+async def agent_server(engines: Engines, config: Config) -> AsyncIterator[tuple[Server, str]]:
+    server = Server(config, engines)
+    http = TestServer(server.build_app(), host="127.0.0.1")
+    await http.start_server()
+    try:
+        yield server, str(http.make_url("/")).rstrip("/")
+    finally:
+        await http.close()
+
+
+def speech_with_lead(text: str, lead_s: float = 0.5) -> np.ndarray:
+    return np.concatenate([np.zeros(int(16000 * lead_s), np.int16), synth(text, engine="piper")])
+
+
+def turn_done(turn_id: int):  # type: ignore[no-untyped-def]
+    return lambda e: e["type"] == "agent_text" and e["turn_id"] == turn_id and e["final"]
+
+
+async def test_greeting_lips_move_with_the_voice(agent_engines: Engines) -> None:
+    """The greeting proves the speaking path; the mouth opening seen in the received video
+    follows the received audio envelope, with the best lag within +-80 ms."""
+    config = agent_config(greeting="Hello! I am your assistant, and I am happy to help you today.")
+    async with agent_server(agent_engines, config) as (server, url):
+        peer = LoopbackPeer(url, video_summary=MouthMeter(server.renderer.landmarks))
+        await peer.connect()
+        await peer.wait_event(turn_done(1), 40)
+        await asyncio.sleep(0.5)
+        texts = [e["text"] for e in peer.received.events_of("agent_text") if e["text"]]
+        assert " ".join(texts).startswith("Hello!")
+        a_t, rms = audio_timeline(peer.received)
+        v_t, mouth = video_timeline(peer.received, config.media.fps)
+        assert mouth.max() > 0.02, "the mouth never opened"
+        lag, corr = best_lag(a_t, rms, v_t, mouth)
+        assert corr > 0.4, f"mouth/voice correlation {corr:.2f}"
+        assert abs(lag) <= 0.080, f"best lag {lag * 1000:.0f} ms"
+        # closed in silence: the quietest stretch shows the smallest opening
+        quiet = np.interp(v_t, a_t, rms) < 50
+        assert mouth[quiet].mean() < mouth[~quiet].mean()
+        await peer.close()
+
+
+async def test_question_gets_a_spoken_answer(agent_engines: Engines) -> None:
+    config = agent_config()
+    async with agent_server(agent_engines, config) as (server, url):
+        peer = LoopbackPeer(url, microphone=PcmMicrophone(speech_with_lead(QUESTION), 16000))
+        await peer.connect()
+        final = await peer.wait_event(lambda e: e["type"] == "transcript" and e["final"], 30)
+        assert word_error_rate([QUESTION], [final["text"]]) <= 0.2, final["text"]
+        await peer.wait_event(turn_done(final["turn_id"]), 60)
+        await asyncio.sleep(0.3)
+        answer = " ".join(e["text"] for e in peer.received.events_of("agent_text") if e["text"])
+        assert "paris" in answer.lower(), answer
+        timings = peer.received.events_of("timings")[-1]["marks_ms"]
+        for stage in ("speech_end", "asr_final", "llm_first_token", "first_chunk",
+                      "tts_first_audio", "face_first_frame", "first_audio_sent"):
+            assert stage in timings, timings
+        assert timings["first_audio_sent"] > timings["asr_final"] >= 0 or timings["asr_final"] < 0
+        # the agent's audio is speech: the project's own ASR hears the answer's words in it
+        heard = transcribe(agent_engines, peer.received.audio_pcm())
+        overlap = set(heard.lower().split()) & set(answer.lower().replace(",", "").split())
+        assert len(overlap) >= 2, (heard, answer)
+        states = [e["state"] for e in peer.received.events_of("state")]
+        assert states[-3:] == ["thinking", "speaking", "listening"]
+        history = server.registry.get(peer.session_id or "").behaviour.history  # type: ignore[attr-defined]
+        assert history[0].role == "user" and history[1].role == "assistant"
+        await peer.close()
+
+
+def transcribe(engines: Engines, pcm48: np.ndarray) -> str:
+    pcm = np.asarray(soxr.resample(pcm48, 48000, 16000), dtype=np.int16)
+    stream = engines.asr.open()
+    for start in range(0, len(pcm), 16000):
+        stream.feed(pcm[start : start + 16000])
+    return stream.finish()
+
+
+async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
+    agent_engines: Engines,
+) -> None:
+    config = agent_config()
+    story = speech_with_lead("Please tell me a long story about a brave knight and a dragon.")
+    async with agent_server(agent_engines, config) as (server, url):
+        mic = PcmMicrophone(story, 16000)
+        peer = LoopbackPeer(url, microphone=mic)
+        await peer.connect()
+        await peer.wait_event(lambda e: e["type"] == "state" and e["state"] == "speaking", 60)
+        await asyncio.sleep(1.5)  # let the story play a little
+        lead = 0.3
+        mic.set_audio(speech_with_lead(QUESTION, lead), 16000)
+        await asyncio.wait_for(mic.playing.wait(), 5)
+        assert mic.started_at is not None
+        user_speech_start = mic.started_at + lead
+        second = await peer.wait_event(
+            lambda e: e["type"] == "transcript" and e["final"] and e["turn_id"] > 1, 30
+        )
+        await peer.wait_event(turn_done(second["turn_id"]), 60)
+        a_t, rms = audio_timeline(peer.received)
+        after = a_t >= user_speech_start
+        loud = (rms > 200) & after
+        # the first silence of >= 0.6 s after the user started talking marks the cut
+        frames = np.flatnonzero(after)
+        quiet_run, cut = 0, None
+        for i in frames:
+            quiet_run = quiet_run + 1 if not loud[i] else 0
+            if quiet_run * 0.02 >= 0.6:
+                cut = a_t[i - quiet_run + 1]
+                break
+        assert cut is not None
+        assert cut - user_speech_start <= 0.5, f"agent kept talking {cut - user_speech_start:.2f} s"
+        answer = " ".join(
+            e["text"] for e in peer.received.events_of("agent_text")
+            if e["turn_id"] == second["turn_id"]
+        )
+        assert "paris" in answer.lower(), answer
+        history = server.registry.get(peer.session_id or "").behaviour.history  # type: ignore[attr-defined]
+        story_heard = [m.content for m in history if m.role == "assistant"][0]
+        story_sent = " ".join(
+            e["text"] for e in peer.received.events_of("agent_text") if e["turn_id"] == 1
+        )
+        assert story_heard and len(story_heard) <= len(story_sent)
+        assert story_sent.startswith(story_heard.split()[0])
+        await peer.close()
+
+
+async def test_two_sessions_never_hear_each_other(agent_engines: Engines) -> None:
+    config = agent_config()
+    async with agent_server(agent_engines, config) as (server, url):
+        asker = LoopbackPeer(url, microphone=PcmMicrophone(speech_with_lead(QUESTION), 16000))
+        quiet = LoopbackPeer(url)
+        await asker.connect()
+        await quiet.connect()
+        final = await asker.wait_event(lambda e: e["type"] == "transcript" and e["final"], 30)
+        await asker.wait_event(turn_done(final["turn_id"]), 60)
+        assert np.sqrt(np.mean(asker.received.audio_pcm().astype(float) ** 2)) > 100
+        assert np.abs(quiet.received.audio_pcm()).max() < 50
+        kinds = {e["type"] for e in quiet.received.events}
+        assert not kinds & {"transcript", "agent_text", "timings"}
+        await asker.close()
+        await quiet.close()
