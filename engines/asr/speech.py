@@ -39,6 +39,11 @@ class SpeechTracker:
     def heard_speech(self) -> bool:
         return self.speech_samples * 1000 >= _MIN_SPEECH_MS * SAMPLE_RATE
 
+    @property
+    def speaking(self) -> bool:
+        """The latest judged chunk was speech."""
+        return self._done > 0 and self.speech_end == self._done
+
     def feed(self, pcm: np.ndarray) -> None:
         self.samples += pcm.shape[0]
         if self._silero is not None:

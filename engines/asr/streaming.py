@@ -23,6 +23,7 @@ Thread safety: streams are independent; call one stream's methods from one threa
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
@@ -77,6 +78,7 @@ class WhisperStream:
         self.decodes = 0  # decode count, for benchmarks and tests
         self.decode_seconds = 0.0
         self._last_seconds = 0.0
+        self.last_decode_done = 0.0  # perf_counter() when the latest decode returned
 
     # --- AsrStream -------------------------------------------------------------------------
 
@@ -90,14 +92,16 @@ class WhisperStream:
         self._chunks.append(pcm)
         self._tracker.feed(pcm)
         n = self._tracker.samples - self._seg_start
-        if not self._tracker.heard_speech:
+        if not self._speech_in_segment():
             return None
         if n >= self._cfg.max_segment_s * SAMPLE_RATE:
             self._maybe_commit(n)
         if self._pausing():
             if not self._final_ready():
                 self._decode(self._speech_extent())  # decode ahead: likely the final
-        elif n >= self._next_partial_at:
+        elif n >= self._next_partial_at and self._tracker.speaking:
+            # Only while speech goes on: a partial started in a pause would delay the decode
+            # ahead (and the final) by a whole decode.
             self._decode(n)
             interval = max(
                 self._cfg.partial_interval_s,
@@ -116,7 +120,7 @@ class WhisperStream:
         Useful when the caller's pause detection is earlier than the stream's own
         (`decode_ahead_ms` of silence). Costs one decode; a no-op if nothing new was heard.
         """
-        if self._closed or not self._tracker.heard_speech or self._final_ready():
+        if self._closed or not self._speech_in_segment() or self._final_ready():
             return
         self._decode(self._tracker.samples - self._seg_start)
 
@@ -125,13 +129,17 @@ class WhisperStream:
         if self._closed:
             raise StreamClosedError("finish() called twice")
         self._closed = True
-        if not self._tracker.heard_speech:
+        if not self._speech_in_segment():
             return self._committed
         if not self._final_ready():
             self._decode(self._speech_extent())
         return self._text()
 
     # --- internals ---------------------------------------------------------------------------
+
+    def _speech_in_segment(self) -> bool:
+        """Speech was heard (at all, and in the current segment after a commit)."""
+        return self._tracker.heard_speech and self._tracker.speech_end > self._seg_start
 
     def _audio(self, n: int) -> np.ndarray:
         if self._chunks:
@@ -162,6 +170,7 @@ class WhisperStream:
         self.decodes += 1
         self.decode_seconds += decoded.seconds
         self._last_seconds = decoded.seconds
+        self.last_decode_done = time.perf_counter()
         self._last = (n, self._runner.accept(decoded))
 
     def _text(self) -> str:
@@ -178,7 +187,7 @@ class WhisperStream:
             self._decode(extent)
         extent = self._last[0] if self._last else extent
         self._committed = self._text()
-        logger.debug("committed %.1f s of audio", extent / SAMPLE_RATE)
+        logger.debug("committed %.2f s of audio", extent / SAMPLE_RATE)
         self._segment = self._audio(n)[extent:].copy()
         self._seg_start += extent
         self._last = None
