@@ -104,6 +104,10 @@ class FunAsrStream:
             self._append(self._engine.generate(chunk, self._cache, is_final=False))
         return self._text if self._text != before else None
 
+    def pause_hint(self) -> str:
+        """Optional protocol extra: Paraformer decodes as it goes; return the text so far."""
+        return self._text
+
     def finish(self) -> str:
         if self._closed:
             raise StreamClosedError("finish() called twice")

@@ -114,15 +114,18 @@ class WhisperStream:
         self._partial = text
         return text
 
-    def pause_hint(self) -> None:
+    def pause_hint(self) -> str:
         """Optional: the caller's endpointer saw the user pause; decode what we have now.
 
-        Useful when the caller's pause detection is earlier than the stream's own
-        (`decode_ahead_ms` of silence). Costs one decode; a no-op if nothing new was heard.
+        Returns the transcript so far (after this decode), which a caller may use to start
+        work early. Useful when the caller's pause detection comes before the stream's own
+        (`decode_ahead_ms` of silence by silero); costs one decode, none if nothing new
+        was heard since the last one.
         """
         if self._closed or not self._speech_in_segment() or self._final_ready():
-            return
+            return self._text()
         self._decode(self._tracker.samples - self._seg_start)
+        return self._text()
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when no speech was heard)."""

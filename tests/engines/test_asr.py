@@ -126,10 +126,12 @@ def test_pause_hint_decodes_ahead_at_once(asr: WhisperStreamingASR) -> None:
     stream = asr.open()
     for i in range(0, end + int(0.12 * SR), FRAME):
         stream.feed(audio[i : i + FRAME])
-    stream.pause_hint()
+    text = stream.pause_hint()
     decodes = stream.decodes
+    assert stream.pause_hint() == text and stream.decodes == decodes  # nothing new: no decode
     final = stream.finish()
     assert stream.decodes == decodes
+    assert final == text
     assert word_error_rate([SENTENCES[0]], [final]) == 0.0
 
 

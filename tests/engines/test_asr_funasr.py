@@ -137,6 +137,7 @@ def test_partials_accumulate_and_only_report_changes(engine: FunAsrStreamingASR)
     partials = [p for p in feed_frames(stream, 3.0) if p is not None]
     # chunks 1-5 give "hello", "how", "", "you", "doing": the empty one reports nothing
     assert partials == ["hello", "hello how", "hello how you", "hello how you doing"]
+    assert stream.pause_hint() == "hello how you doing"
     assert stream.finish() == "hello how you doing end"
     with pytest.raises(StreamClosedError):
         stream.feed(np.zeros(320, np.int16))
