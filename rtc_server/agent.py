@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 import numpy as np
 
@@ -107,6 +108,7 @@ class AgentBehaviour:
         session, turn = self._session, self._turn
         if turn is not None and turn.speculative and turn.utterance_id == utterance.id:
             if utterance.text and _same_words(utterance.text, turn.user_text):
+                turn.user_text = utterance.text
                 self._confirm(turn, utterance)
                 return
             self._cancel_turn()
@@ -138,7 +140,7 @@ class AgentBehaviour:
 
     def _confirm(self, turn: Turn, utterance: Utterance, *, start: bool = False) -> None:
         clock = self._session.clock
-        turn.user_text, turn.speculative = utterance.text, False
+        turn.speculative = False
         turn.mark("voice_end", utterance.voice_end)
         turn.mark("speech_end", utterance.speech_end)
         turn.mark("asr_final", clock.time())
@@ -183,44 +185,50 @@ class AgentBehaviour:
             if self._turn is turn:
                 self._turn = None
 
-    async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncIterator[str]:
+    async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock, chunker = self._session.clock, Chunker()
-        async for delta in stream_llm(
+        deltas = stream_llm(
             self._engines.llm, messages, max_new_tokens=self._llm_max_tokens,
             executor=self._engines.pools.llm,
-        ):
-            if isinstance(delta, Notice):
-                # A holding phrase, cached answer or apology: a whole sentence, spoken at
-                # once, leaving the chunker fresh so the real answer's first clause is early.
-                turn.mark(f"llm_{delta.kind}", clock.time())
-                yield str(delta)
-                continue
-            turn.mark("llm_first_token", clock.time())
-            for chunk in chunker.push(delta):
-                turn.mark("first_chunk", clock.time())
-                yield chunk
+        )
+        # aclosing: a cancelled turn closes the stream at once, which stops the generation.
+        async with aclosing(deltas):
+            async for delta in deltas:
+                if isinstance(delta, Notice):
+                    # A holding phrase, cached answer or apology: a whole sentence, spoken at
+                    # once, leaving the chunker fresh so the answer's first clause is early.
+                    turn.mark(f"llm_{delta.kind}", clock.time())
+                    yield str(delta)
+                    continue
+                turn.mark("llm_first_token", clock.time())
+                for chunk in chunker.push(delta):
+                    turn.mark("first_chunk", clock.time())
+                    yield chunk
         for chunk in chunker.flush():
             turn.mark("first_chunk", clock.time())
             yield chunk
 
-    async def _chunks_of(self, text: str) -> AsyncIterator[str]:
+    async def _chunks_of(self, text: str) -> AsyncGenerator[str, None]:
         chunker = Chunker()
         for chunk in [*chunker.push(text), *chunker.flush()]:
             yield chunk
 
-    async def _speak(self, turn: Turn, chunks: AsyncIterator[str]) -> None:
+    async def _speak(self, turn: Turn, chunks: AsyncGenerator[str, None]) -> None:
         """Prepare chunk n+1 while chunk n plays; schedule once the Turn is confirmed."""
         session, speaker = self._session, self._speaker
         pending: asyncio.Queue[Prepared | None] = asyncio.Queue(maxsize=2)
+        failure: list[Exception] = []
 
         async def produce() -> None:
             try:
-                async for text in chunks:
-                    prepared = await speaker.prepare(text, turn)
-                    if prepared is not None:
-                        await pending.put(prepared)
-            finally:
-                await pending.put(None)
+                async with aclosing(chunks):
+                    async for text in chunks:
+                        prepared = await speaker.prepare(text, turn)
+                        if prepared is not None:
+                            await pending.put(prepared)
+            except Exception as exc:  # handed to the consumer, which fails the turn
+                failure.append(exc)
+            await pending.put(None)
 
         producer = session.tasks.spawn(f"turn-{turn.id}-prepare", produce())
         try:
@@ -232,7 +240,8 @@ class AgentBehaviour:
                 session.tasks.spawn(
                     f"turn-{turn.id}-announce", self._announce(turn, chunk.at, chunk.text)
                 )
-            await producer  # re-raises a failure of the LLM, TTS or face
+            if failure:
+                raise failure[0]  # a failure of the LLM, TTS or face
             await session.clock.sleep_until(end)
         finally:
             producer.cancel()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from concurrent.futures import Executor
 
 from engines.llm.base import ChatLLM, ChatMessage
@@ -22,7 +22,7 @@ async def stream_llm(
     *,
     max_new_tokens: int,
     executor: Executor,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     loop = asyncio.get_running_loop()
     # Unbounded on purpose: the producer is a thread that must never block on the loop, and
     # it is bounded anyway by max_new_tokens.
