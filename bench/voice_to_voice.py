@@ -1,0 +1,179 @@
+"""Voice-to-voice latency through the real WebRTC path, on the embedded defaults.
+
+For each of N generated questions (piper voice), a loopback aiortc peer connects to an
+in-process agent server over 127.0.0.1, says the question through its microphone, and
+measures, from what it receives:
+- voice-to-voice: end of the peer's speech -> first agent audio received (aiortc's receiver
+  jitter-buffer hold of 80 ms is subtracted, as a browser's playout would start then);
+- the per-stage breakdown from the turn's `timings` event (ms after the endpoint fired);
+- A/V skew: the lag that best aligns the mouth opening seen in the received video with the
+  received audio envelope, per answer.
+Prints p50/p95 tables (markdown) over the questions.
+
+    unshare -n sh -c 'ip link set lo up && \
+        exec .venv/bin/python bench/voice_to_voice.py [--questions 20]'
+
+ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiohttp.test_utils import TestServer  # noqa: E402
+
+from rtc_server.app import Server  # noqa: E402
+from rtc_server.engine_set import load_engines  # noqa: E402
+from rtc_server.logs import setup_logging  # noqa: E402
+from tests.support.agent import (  # noqa: E402
+    MouthMeter,
+    agent_config,
+    audio_timeline,
+    best_lag,
+    video_timeline,
+)
+from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from tests.support.speech import synth  # noqa: E402
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "How many days are in a week?",
+    "What color is the sky on a clear day?",
+    "Can you recommend a good book?",
+    "What is two plus two?",
+    "How do I open a savings account?",
+    "What is the weather usually like in spring?",
+    "Tell me a fun fact about cats.",
+    "What is the tallest mountain in the world?",
+    "How can I improve my sleep?",
+    "What does a bank teller do?",
+    "Why do leaves change color in autumn?",
+    "What is your name?",
+    "How far away is the moon?",
+    "What should I cook for dinner tonight?",
+    "Who wrote Romeo and Juliet?",
+    "What is photosynthesis?",
+    "How do I reset my password?",
+    "What is the largest ocean?",
+    "Can you help me plan a trip?",
+)
+STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
+          "face_first_frame", "first_audio_sent")
+LEAD_S = 0.6
+QUIET_RMS = 150.0
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, object]:
+    speech = synth(question, engine="piper")
+    pcm = np.concatenate([np.zeros(int(16000 * LEAD_S), np.int16), speech])
+    mic = PcmMicrophone(pcm, 16000)
+    peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
+    await peer.connect()
+    await asyncio.wait_for(mic.playing.wait(), 10)
+    assert mic.started_at is not None
+    speech_end = mic.started_at + len(pcm) / 16000
+    first = await peer.wait_event(
+        lambda e: e["type"] == "timings" and "first_audio_sent" in e["marks_ms"], 60
+    )
+    await asyncio.sleep(3.0)  # some answer audio and video for the A/V skew
+    final = [e for e in peer.received.events_of("timings") if e["turn_id"] == first["turn_id"]]
+    a_t, rms = audio_timeline(peer.received)
+    loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
+    v2v = float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")
+    v_t, mouth = video_timeline(peer.received, 25)
+    window_a = a_t > a_t[loud[0]] - 0.5 if len(loud) else a_t > 0
+    window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > 0
+    lag, corr = best_lag(a_t[window_a], rms[window_a], v_t[window_v], mouth[window_v])
+    transcript = [e["text"] for e in peer.received.events_of("transcript") if e["final"]]
+    await peer.close()
+    return {
+        "question": question, "heard": transcript[0] if transcript else "",
+        "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "av_lag_s": lag, "av_corr": corr,
+    }
+
+
+async def run(n: int) -> list[dict[str, object]]:
+    config = agent_config()
+    engines = load_engines(config)
+    server = Server(config, engines)
+    meter = MouthMeter(server.renderer.landmarks)
+    http = TestServer(server.build_app(), host="127.0.0.1")
+    await http.start_server()
+    url = str(http.make_url("/")).rstrip("/")
+    results = []
+    try:
+        # one warm-up turn (first-call costs of every model), not counted
+        await one_question(url, "Hello, how are you?", meter)
+        for i, question in enumerate((QUESTIONS * 2)[:n]):
+            start = time.perf_counter()
+            result = await one_question(url, question, meter)
+            results.append(result)
+            logging.getLogger("bench").info(
+                "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r", i + 1, n,
+                result["v2v_s"], time.perf_counter() - start, question, result["heard"],
+            )
+    finally:
+        await http.close()
+        engines.close()
+    return results
+
+
+def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
+    v2v = [float(r["v2v_s"]) * 1000 for r in results if np.isfinite(float(r["v2v_s"]))]
+    lags = [abs(float(r["av_lag_s"])) * 1000 for r in results]
+    lines = [
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()} {args.machine}, "
+        f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/voice_to_voice.py "
+        f"--questions {args.questions}'`",
+        "",
+        "| metric | p50 | p95 |",
+        "| --- | --- | --- |",
+        f"| voice-to-voice (end of peer speech -> first agent audio received), ms | "
+        f"{pct(v2v, 50):.0f} | {pct(v2v, 95):.0f} |",
+    ]
+    for stage in ("voice_end", *STAGES):
+        values = [float(r["marks_ms"][stage]) for r in results  # type: ignore[index]
+                  if stage in r["marks_ms"]]  # type: ignore[operator]
+        lines.append(f"| {stage} (ms after endpoint) | {pct(values, 50):.0f} | "
+                     f"{pct(values, 95):.0f} |")
+    lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 50):.0f} | "
+                 f"{pct(lags, 95):.0f} |")
+    corr = [float(r["av_corr"]) for r in results]
+    lines.append(f"| mouth/voice correlation at best lag | {pct(corr, 50):.2f} | "
+                 f"{pct(corr, 5):.2f} (p5) |")
+    lines.append(f"\n{len(v2v)}/{len(results)} answers heard.")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--machine", default="2-core CPU")
+    parser.add_argument("--json", help="also write the raw results here")
+    args = parser.parse_args()
+    setup_logging("INFO")
+    results = asyncio.run(run(args.questions))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print(report(results, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
