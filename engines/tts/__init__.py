@@ -20,7 +20,8 @@ def create_tts(config: TTSConfig | None = None) -> TTS:
         from engines.tts.piper_tts import PiperTTS
 
         return PiperTTS(
-            config.voice_model, config.voice_config, speed=config.speed, use_cuda=config.use_cuda
+            config.voice_model, config.voice_config, speed=config.speed,
+            use_cuda=config.use_cuda, threads=config.threads,
         )
     if config.engine == "espeak":
         from engines.tts.espeak import EspeakTTS

@@ -19,6 +19,10 @@ class PhonemeTiming:
     start_ms: float
     dur_ms: float
 
+    @property
+    def end_ms(self) -> float:
+        return self.start_ms + self.dur_ms
+
 
 @dataclass(frozen=True)
 class Speech:

@@ -19,3 +19,5 @@ class TTSConfig:
     speed: float = 1.0  # speaking-rate factor (>1 faster); piper length_scale = 1 / speed
     pitch: int = 50  # espeak-ng base pitch 0..100 (50 = voice default); piper ignores it
     use_cuda: bool = False  # piper on onnxruntime's CUDA provider (needs onnxruntime-gpu)
+    threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
+    # on shared cores and scales across concurrent sessions

@@ -82,24 +82,23 @@ def test_piper_yields_one_speech_per_sentence(piper: PiperTTS) -> None:
         _check_timings(part)
 
 
-def test_timings_line_up_with_sound(piper: PiperTTS) -> None:
-    """Long pauses (the comma) must fall on quiet audio, phonemes on loud audio."""
-    s = _one(piper, "Yes, I can help with that.")
+def _energy(s: Speech, pause: bool) -> float:
     pcm = s.pcm.astype(np.float64)
-    voiced = [p for p in s.phonemes if p.phoneme in ("ɛ", "a", "æ", "ɪ")]
+    rate = s.sample_rate / 1000
+    parts = [
+        pcm[int(p.start_ms * rate) : int(p.end_ms * rate)]
+        for p in s.phonemes
+        if (p.phoneme == SILENCE) == pause and (pause or p.phoneme[0] in "aeiouæɛɪʊəɑɔ")
+    ]
+    return float(np.sqrt(np.mean(np.concatenate(parts) ** 2)))
 
-    def level(p_start: float, p_dur: float) -> float:
-        a = int(p_start * s.sample_rate / 1000)
-        b = int((p_start + p_dur) * s.sample_rate / 1000)
-        return float(np.sqrt(np.mean(pcm[a:b] ** 2)))
 
-    assert min(level(p.start_ms, p.dur_ms) for p in voiced) > 3 * level(*_lead_silence(s))
-
-
-def _lead_silence(s: Speech) -> tuple[float, float]:
-    first = s.phonemes[0]
-    assert first.phoneme == SILENCE
-    return first.start_ms, first.dur_ms
+def test_timings_line_up_with_sound(piper: PiperTTS) -> None:
+    """Pauses must fall on quiet audio and vowels on loud audio (piper samples noise inside
+    the model, so compare energies over all segments, not single ones)."""
+    for _ in range(3):
+        s = _one(piper, "Yes, I can help with that, or maybe with this.")
+        assert _energy(s, pause=False) > 3 * _energy(s, pause=True)
 
 
 def test_piper_speed_changes_duration() -> None:
