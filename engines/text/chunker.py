@@ -81,8 +81,8 @@ def chunk_size(text: str) -> int:
 
 @dataclass(frozen=True)
 class ChunkerConfig:
-    first_min_chars: int = 8  # the first chunk may end at any clause boundary from this length
-    first_max_chars: int = 80  # ...and is cut at a space beyond this (first audio matters most)
+    first_min_chars: int = 3  # the first chunk may end at any clause boundary from this length
+    first_max_chars: int = 40  # ...and is cut at a space beyond this (first audio matters most)
     min_chars: int = 20  # later chunks end at sentence ends from this length
     max_chars: int = 200  # ...and are cut at a clause boundary or space beyond this
 
