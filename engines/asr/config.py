@@ -27,7 +27,7 @@ class AsrConfig:
     context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
     partial_interval_s: float = 1.0  # audio between partial re-decodes while the user speaks
     partial_cpu_share: float = 0.35  # cap partial decoding at this share of a stream's wall time
-    decode_ahead_ms: int = 150  # trailing silence that triggers the final's decode ahead
+    decode_ahead_ms: int = 100  # trailing silence that triggers the final's decode ahead
     max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses
     speech_gate: bool = True  # silero-vad must hear speech, else '' (no hallucinated text)
     speech_threshold: float = 0.5  # silero probability counted as speech

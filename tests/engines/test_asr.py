@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import threading
+import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +247,29 @@ def test_empty_feed_and_empty_stream(asr: WhisperStreamingASR) -> None:
     stream = asr.open()
     assert stream.feed(np.zeros(0, np.int16)) is None
     assert stream.finish() == ""
+
+
+@pytest.mark.slow
+def test_cli_transcribes_a_44k_stereo_wav(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m engines.asr FILE.wav`: other rates and channels are converted, not misread."""
+    import soxr
+
+    from engines.asr.__main__ import main
+
+    speech = synth(SENTENCES[2])
+    pcm = np.concatenate([np.zeros(SR // 2, np.int16), speech, np.zeros(SR // 2, np.int16)])
+    stereo = soxr.resample(pcm.astype(np.float32) / 32768, SR, 44100)
+    frames = (np.stack([stereo, stereo * 0.5], axis=1) * 32767).astype("<i2")
+    path = tmp_path / "speech.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(44100)
+        w.writeframes(frames.tobytes())
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    finals = [line.split("): ", 1)[1] for line in out.splitlines() if "FINAL" in line]
+    assert len(finals) == 1 and word_error_rate([SENTENCES[2]], finals) <= 0.1
+    assert "partial" in out
