@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import queue
 import resource
@@ -227,6 +228,7 @@ def main() -> None:
     print(f"# {len(clips)} utterances, {sum(c.duration for c in clips):.0f} s of speech; "
           f"model load + warm-up {load_s:.1f} s", file=sys.stderr)
 
+    load_before = os.getloadavg()[0]
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     runs = []
     for k, clip in enumerate(clips, 1):
@@ -243,8 +245,9 @@ def main() -> None:
         speech = clip.audio[int(clip.speech_start * SR) : int(clip.speech_end * SR) + 3200]
         offline_rtf.append(asr.runner.decode(speech).seconds / clip.duration)
 
-    print(f"\nMachine: {platform.machine()}, {platform.processor() or 'cpu'}, "
-          f"{__import__('os').cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}; "
+          f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after the run "
+          "(other processes share these cores: compare runs at similar load)")
     print(f"Config: faster-whisper tiny.en int8, beam {config.beam_size}, context pad "
           f"{config.context_pad_s} s, decode ahead {config.decode_ahead_ms} ms, endpointer "
           f"hangover {vad.end_silence_ms} ms, pause hint {args.pause_hint_ms or 'off'}\n")
