@@ -251,12 +251,16 @@ def test_empty_feed_and_empty_stream(asr: WhisperStreamingASR) -> None:
 
 @pytest.mark.slow
 def test_cli_transcribes_a_44k_stereo_wav(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`python -m engines.asr FILE.wav`: other rates and channels are converted, not misread."""
     import soxr
 
+    import rtc_server.logs
     from engines.asr.__main__ import main
+
+    # the CLI configures process-wide logging; keep the test session's logging as it is
+    monkeypatch.setattr(rtc_server.logs, "setup_logging", lambda level="INFO": None)
 
     speech = synth(SENTENCES[2])
     pcm = np.concatenate([np.zeros(SR // 2, np.int16), speech, np.zeros(SR // 2, np.int16)])
