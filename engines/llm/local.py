@@ -108,6 +108,14 @@ class TransformersLLM:
         self._cache: Any = None  # DynamicCache of the last generation
         self._cached_ids: list[int] = []  # the tokens that cache holds
         self.last_prefill_tokens = 0  # tokens the last call had to prefill (reuse diagnostics)
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One 1-token turn: the first call pays ~1 s of kernel set-up, and its KV cache then
+        holds the persona prompt, so a session's first real turn prefills only its own words."""
+        with load_step(logger, "LLM warm-up (persona prompt into the KV cache)"):
+            for _ in self.stream([ChatMessage("user", "Hello")], max_new_tokens=1):
+                pass
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()

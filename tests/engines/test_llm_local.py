@@ -34,6 +34,8 @@ def test_streams_an_answer(llm: TransformersLLM) -> None:
                              max_new_tokens=20))
     assert len(deltas) >= 3 and all(isinstance(d, str) for d in deltas)
     assert "Paris" in "".join(deltas)
+    # The load-time warm-up left the persona prompt in the KV cache: only this turn prefills.
+    assert llm.last_prefill_tokens < 20
 
 
 def test_persona_names_the_agent_and_its_makers(llm: TransformersLLM) -> None:
@@ -43,16 +45,21 @@ def test_persona_names_the_agent_and_its_makers(llm: TransformersLLM) -> None:
 
 
 def test_next_turn_prefills_only_new_tokens(llm: TransformersLLM) -> None:
-    first = [ChatMessage("user", "Name a colour.")]
-    reply = answer(llm, first, 8)
-    second = [*first, ChatMessage("assistant", reply), ChatMessage("user", "And a fruit?")]
+    """The second turn reuses the cached prefix and still sees what it says: the answer needs
+    the city from the first turn. (Not compared token for token with a cold run: dynamic int8
+    quantizes activations per call, so prefilling in other pieces shifts the numerics.)"""
+    first = [ChatMessage("user", "I live in Paris.")]
+    reply = answer(llm, first, 12)
+    second = [*first, ChatMessage("assistant", reply),
+              ChatMessage("user", "Which city do I live in?")]
     full = len(llm.prompt_ids(second))
-    reused = answer(llm, second, 8)
-    assert llm.last_prefill_tokens < full // 2  # system prompt and first turn came from cache
+    reused = answer(llm, second, 16)
+    assert llm.last_prefill_tokens < full // 3  # persona and first turn came from the cache
+    assert "Paris" in reused, reused
     llm._cache = None  # noqa: SLF001 - force a cold prefill to compare
-    cold = answer(llm, second, 8)
+    cold = answer(llm, second, 16)
     assert llm.last_prefill_tokens == full
-    assert reused == cold  # greedy: reusing the cache must not change the answer
+    assert "Paris" in cold, cold
 
 
 def test_cancel_stops_within_a_token(llm: TransformersLLM) -> None:
