@@ -35,16 +35,29 @@ def _rms(pcm: np.ndarray) -> float:
     return float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
 
 
-def _centroid_hz(s: Speech) -> float:
-    mag = np.abs(np.fft.rfft(s.pcm.astype(np.float64)))
-    return float((mag * np.fft.rfftfreq(len(s.pcm), 1 / s.sample_rate)).sum() / mag.sum())
+def _f0_hz(s: Speech) -> float:
+    """Median pitch of the voiced 40 ms frames (autocorrelation peak in 60..400 Hz)."""
+    x = s.pcm.astype(np.float64)
+    n, hop = int(0.04 * s.sample_rate), int(0.01 * s.sample_rate)
+    lo, hi = s.sample_rate // 400, s.sample_rate // 60
+    loud = 0.3 * np.sqrt(np.mean(x**2))
+    f0 = []
+    for start in range(0, len(x) - n, hop):
+        frame = x[start : start + n] - x[start : start + n].mean()
+        if np.sqrt(np.mean(frame**2)) < loud:
+            continue
+        ac = np.correlate(frame, frame, "full")[n - 1 :]
+        lag = lo + int(np.argmax(ac[lo:hi]))
+        if ac[lag] > 0.3 * ac[0]:
+            f0.append(s.sample_rate / lag)
+    return float(np.median(f0))
 
 
 def _same_voice(a: Speech, b: Speech) -> bool:
     """espeak-ng is not bit-exact between calls (a few samples of jitter): compare loosely."""
     return (
         abs(len(a.pcm) - len(b.pcm)) < 0.01 * len(a.pcm)
-        and abs(_centroid_hz(a) - _centroid_hz(b)) < 0.02 * _centroid_hz(a)
+        and abs(_f0_hz(a) - _f0_hz(b)) < 0.06 * _f0_hz(a)
         and [p.phoneme for p in a.phonemes] == [p.phoneme for p in b.phonemes]
     )
 
