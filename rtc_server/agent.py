@@ -88,6 +88,7 @@ class AgentBehaviour:
     def on_voice(self, utterance_id: int, voiced_ms: float) -> None:
         if voiced_ms >= self._config.barge_in_min_ms and self._speaking():
             self._session.log.info("barge-in after %.0f ms of user speech", voiced_ms)
+            self._session.metrics.barge_ins.inc()
             self.interrupt()
 
     def on_partial(self, utterance_id: int, text: str) -> None:

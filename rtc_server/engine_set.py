@@ -79,6 +79,9 @@ def load_engines(config: Config) -> Engines:
     from engines.tts import create_tts
 
     asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
+    warm_up = getattr(asr, "warm_up", None)
+    if warm_up is not None:  # the first decode pays CTranslate2's set-up: not the first user
+        warm_up()
     tts = _timed(f"tts ({config.tts.engine})", lambda: create_tts(config.tts))
     face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
     llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))

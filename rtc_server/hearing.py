@@ -88,6 +88,8 @@ class Hearing:
         self._utterance = 0
         self._onset_clock = 0.0
         self._paused = False
+        self._pause_reported = False  # on_pause already sent for the current pause
+        self._partial, self._partial_at = "", -1.0  # latest partial and its clock time
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
 
@@ -97,7 +99,8 @@ class Hearing:
         now = self._clock.time()
         if isinstance(event, SpeechStarted):
             self._utterance += 1
-            self._paused = False
+            self._paused = self._pause_reported = False
+            self._partial, self._partial_at = "", -1.0
             self._onset_clock = now - (self._endpointer.time - event.t)
             self._put(("open", self._utterance, None))
             self._put(("feed", self._utterance, event.audio))
@@ -114,12 +117,16 @@ class Hearing:
         silence = self._endpointer.trailing_silence_ms
         if silence == 0:
             if self._paused:
-                self._paused = False
+                self._paused = self._pause_reported = False
                 self._listener.on_resume(self._utterance)
             self._listener.on_voice(self._utterance, (now - self._onset_clock) * 1000)
         elif silence >= self._pause_ms and not self._paused:
             self._paused = True
-            self._put(("pause", self._utterance, None))
+            if self._partial_at >= now - silence / 1000:
+                # The stream already decoded ahead on its own since the voice stopped.
+                self._report_pause(self._utterance, self._partial)
+            else:
+                self._put(("pause", self._utterance, None))
 
     def _put(self, op: _Op) -> None:
         if len(self._ops) >= MAX_QUEUED_OPS and op[0] == "feed":
@@ -156,13 +163,17 @@ class Hearing:
                     text = await loop.run_in_executor(pool, stream.feed, pcm)
                     if text:
                         last_partial = text
+                        if utterance == self._utterance:
+                            self._partial, self._partial_at = text, self._clock.time()
                         self._listener.on_partial(utterance, text)
-                elif kind == "pause":
+                        # The stream decodes ahead on its own at a pause: a partial that
+                        # comes back while the user is silent already is the pause's text.
+                        self._report_pause(utterance, text)
+                elif kind == "pause" and not self._pause_reported:
                     hint = getattr(stream, "pause_hint", None)
                     result = await loop.run_in_executor(pool, hint) if hint else None
                     text = result if isinstance(result, str) else last_partial
-                    if self._paused and self._utterance == utterance:
-                        self._listener.on_pause(utterance, text)
+                    self._report_pause(utterance, text)
                 elif kind == "finish":
                     assert isinstance(arg, _End)
                     final = await loop.run_in_executor(pool, stream.finish)
@@ -176,6 +187,11 @@ class Hearing:
             except Exception as exc:  # contain ASR failures to this utterance
                 stream = None
                 self._on_error("asr_failed", exc)
+
+    def _report_pause(self, utterance: int, text: str) -> None:
+        if self._paused and not self._pause_reported and self._utterance == utterance and text:
+            self._pause_reported = True
+            self._listener.on_pause(utterance, text)
 
     def _merge_feeds(self, first: object) -> np.ndarray:
         """Join queued feeds of the same utterance, so a lane that fell behind catches up."""

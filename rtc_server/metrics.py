@@ -27,6 +27,9 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.barge_ins = Counter(
+            "rtc_barge_ins", "Agent speech interrupted by the user", registry=self.registry
+        )
         self.turn_stage_ms = Histogram(
             "rtc_turn_stage_ms",
             "Per-stage latency of agent turns, ms after the end of the user's speech",

@@ -105,13 +105,13 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
     agent_engines: Engines,
 ) -> None:
     config = agent_config()
-    story = speech_with_lead("Please tell me a long story about a brave knight and a dragon.")
+    story = speech_with_lead("Please count slowly from one to thirty.")
     async with agent_server(agent_engines, config) as (server, url):
         mic = PcmMicrophone(story, 16000)
         peer = LoopbackPeer(url, microphone=mic)
         await peer.connect()
         await peer.wait_event(lambda e: e["type"] == "state" and e["state"] == "speaking", 60)
-        await asyncio.sleep(1.5)  # let the story play a little
+        await asyncio.sleep(1.0)  # let the counting play a little
         lead = 0.3
         mic.set_audio(speech_with_lead(QUESTION, lead), 16000)
         await asyncio.wait_for(mic.playing.wait(), 5)
@@ -122,6 +122,9 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
         )
         await peer.wait_event(turn_done(second["turn_id"]), 60)
         a_t, rms = audio_timeline(peer.received)
+        before = (a_t > user_speech_start - 0.4) & (a_t < user_speech_start)
+        assert rms[before].max() > 200, "the agent was not speaking when the user started"
+        assert "rtc_barge_ins_total 1.0" in server.metrics.render()[0].decode()
         after = a_t >= user_speech_start
         loud = (rms > 200) & after
         # the first silence of >= 0.6 s after the user started talking marks the cut
