@@ -83,7 +83,9 @@ class AgentBehaviour:
     # --- HearingListener --------------------------------------------------------------------
 
     def on_speech_start(self, utterance_id: int) -> None:
-        pass
+        self._session.log.debug(
+            "user speech %d started (agent speaking: %s)", utterance_id, self._speaking()
+        )
 
     def on_voice(self, utterance_id: int, voiced_ms: float) -> None:
         if voiced_ms >= self._config.barge_in_min_ms and self._speaking():
@@ -107,6 +109,7 @@ class AgentBehaviour:
 
     def on_final(self, utterance: Utterance) -> None:
         session, turn = self._session, self._turn
+        session.log.debug("final %d: %r", utterance.id, utterance.text)
         if turn is not None and turn.speculative and turn.utterance_id == utterance.id:
             if utterance.text and _same_words(utterance.text, turn.user_text):
                 turn.user_text = utterance.text
@@ -137,6 +140,11 @@ class AgentBehaviour:
         return self._turn is not None or self._speaking()
 
     def _speaking(self) -> bool:
+        """Audio is scheduled, or a Turn has begun speaking and is not over: a pause between
+        two chunks (the LLM slower than speech) is still the agent's turn to talk."""
+        turn = self._turn
+        if turn is not None and turn.started_speaking and not turn.speculative:
+            return True
         return self._session.playout.busy_until() > self._session.clock.time()
 
     def _confirm(self, turn: Turn, utterance: Utterance, *, start: bool = False) -> None:
