@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,14 @@ def export_onnx(model: Any, path: str | Path, metrics: dict[str, Any] | None = N
         raw = Path(tmp) / "raw.onnx"
         # The TorchScript exporter keeps initializer names equal to state-dict keys, which is
         # what lets the torch runtime load this very file; the dynamo one needs onnxscript.
-        torch.onnx.export(
-            model, (example,), str(raw), dynamo=False, opset_version=OPSET,
-            input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "batch", 1: "time"},
-                          OUTPUT_NAME: {0: "batch", 1: "frames"}},
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TorchScript-exporter deprecation chatter
+            torch.onnx.export(
+                model, (example,), str(raw), dynamo=False, opset_version=OPSET,
+                input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                dynamic_axes={INPUT_NAME: {0: "batch", 1: "time"},
+                              OUTPUT_NAME: {0: "batch", 1: "frames"}},
+            )
         proto = onnx.load(str(raw))
     meta = {CONFIG_KEY: model.config.to_json(), METRICS_KEY: json.dumps(metrics or {})}
     for key, value in meta.items():

@@ -3,11 +3,11 @@
 Contract: `AudioToLandmarks(features [B, T, 80] log-mel, T a multiple of 4) -> offsets
 [B, T / 4, 68, 2]`, one row per 25 fps video frame, in the normalized face frame (`shapes.py`).
 
-Shape: per-channel normalisation (stored statistics) -> a stride-2 convolution to 50 Hz ->
-causal dilated residual blocks (~0.9 s of past context) -> every 2nd step is taken as a video
-frame -> two causal convolutions at 25 fps -> a linear head to 136 coordinates. The input is
-padded on the left with `left_context` (~110) rows of silence, so an utterance's first frames
-see what they would after a pause and no convolution reads zero padding.
+Shape: per-channel normalisation (stored statistics) -> a stride-4 convolution over 80 ms
+windows, one per video frame -> causal dilated residual blocks at 25 fps (~1.8 s of past
+context) -> a linear head to 136 coordinates. The input is padded on the left with
+`left_context` (~190) rows of silence, so an utterance's first frames see what they would after
+a pause and no convolution reads zero padding.
 
 Bounded look-ahead: the input is extended by `lookahead` (6) rows of silence and frame k depends
 on feature rows up to 4k + 6 only, so it sees features up to 60 ms after its time; with the
@@ -33,9 +33,9 @@ CONFIG_KEY = "rtc_avatar.face.config"  # ONNX metadata key holding `ModelConfig`
 @dataclass(frozen=True)
 class ModelConfig:
     n_mels: int = N_MELS
-    channels: int = 64
-    dilations: tuple[int, ...] = (1, 2, 4, 8, 1, 2, 4)  # at the 50 Hz inner rate
-    frame_layers: int = 2
+    channels: int = 128
+    dilations: tuple[int, ...] = (1, 2, 4, 8, 1, 2, 4)  # at the 25 fps frame rate
+    kernel_in: int = 8  # feature rows per input window (80 ms)
     lookahead: int = 6  # feature rows (10 ms each) past the frame time
     stride: int = FEATS_PER_FRAME
     fps: int = 25
@@ -43,9 +43,10 @@ class ModelConfig:
     @property
     def left_context(self) -> int:
         """Rows of silence padded on the left: at least the receptive field (in feature rows),
-        and odd so that (left + lookahead - 3) / 2 lands on the 50 Hz grid."""
-        field = 4 + 4 * sum(self.dilations) + 2 * self.stride * self.frame_layers
-        return field + (1 - (field + self.lookahead) % 2)
+        and such that the input windows end exactly `lookahead` rows after each frame."""
+        field = self.kernel_in + 2 * self.stride * sum(self.dilations)
+        offset = (self.kernel_in - 1 - self.lookahead) % self.stride
+        return field + (offset - field) % self.stride
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -87,16 +88,13 @@ class AudioToLandmarks(nn.Module):
     def __init__(self, config: ModelConfig | None = None) -> None:
         super().__init__()
         self.config = config or ModelConfig()
-        c = self.config.channels
+        cfg, c = self.config, self.config.channels
         # Feature statistics are set from the training data before training starts.
-        self.register_buffer("feat_mean", torch.zeros(1, self.config.n_mels, 1))
-        self.register_buffer("feat_std", torch.ones(1, self.config.n_mels, 1))
-        # 100 Hz -> 50 Hz: output j reads rows 2j .. 2j + 3 of the padded input.
-        self.inp = nn.Conv1d(self.config.n_mels, c, 4, stride=2)
-        self.blocks = nn.ModuleList(ResidualBlock(c, d) for d in self.config.dilations)
-        self.frame_layers = nn.ModuleList(
-            CausalConv(c, c, 3) for _ in range(self.config.frame_layers)
-        )
+        self.register_buffer("feat_mean", torch.zeros(1, cfg.n_mels, 1))
+        self.register_buffer("feat_std", torch.ones(1, cfg.n_mels, 1))
+        # 100 Hz -> 25 fps: output j reads padded rows 4j .. 4j + kernel_in - 1.
+        self.inp = nn.Conv1d(cfg.n_mels, c, cfg.kernel_in, stride=cfg.stride)
+        self.blocks = nn.ModuleList(ResidualBlock(c, d) for d in cfg.dilations)
         self.head = nn.Conv1d(c, NUM_LANDMARKS * 2, 1)
         self.act = nn.SiLU()
 
@@ -111,12 +109,9 @@ class AudioToLandmarks(nn.Module):
         x = self.act(self.inp(x))
         for block in self.blocks:
             x = block(x)
-        # [B, C, T / 4]: frame k reads up to padded row left + 4k + lookahead, i.e. the 50 Hz
-        # step (left + lookahead - 3) / 2 + 2k.
-        x = x[:, :, (left + cfg.lookahead - 3) // 2 :: cfg.stride // 2]
-        for layer in self.frame_layers:
-            x = x + self.act(layer(x))
-        y = self.head(x)  # [B, 136, K]
+        # Frame k is window j0 + k, which ends on padded row left + 4k + lookahead.
+        j0 = (left + cfg.lookahead - cfg.kernel_in + 1) // cfg.stride
+        y = self.head(x[:, :, j0:])  # [B, 136, T / 4]
         return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], NUM_LANDMARKS, 2)
 
 
