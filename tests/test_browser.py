@@ -10,10 +10,12 @@ from __future__ import annotations
 import shutil
 import wave
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+from aiohttp.test_utils import TestServer
 
 from tests.support.server import running_server
 from tests.support.speech import synth
@@ -30,13 +32,14 @@ def write_wav(path: Path, pcm: np.ndarray, rate: int) -> None:
         out.writeframes(pcm.astype(np.int16).tobytes())
 
 
-@pytest.fixture
-async def browser_page(tmp_path: Path) -> AsyncIterator[object]:
+@asynccontextmanager
+async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[object]:
+    """A headless Chromium page whose fake microphone says `said` (after 2 s of silence)."""
     if not Path(CHROMIUM).exists():  # noqa: ASYNC240 (a stat before any I/O starts)
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     from playwright.async_api import async_playwright
 
-    speech = synth("Good morning, can you hear me clearly?", engine="piper")
+    speech = synth(said, engine="piper")
     # The fake device starts playing at getUserMedia, before the connection is up: lead with
     # silence so the speech arrives while connected.
     pcm = np.concatenate([np.zeros(32000, np.int16), speech, np.zeros(16000, np.int16)])
@@ -63,11 +66,14 @@ async def browser_page(tmp_path: Path) -> AsyncIterator[object]:
             await browser.close()
 
 
-async def test_page_connects_decodes_video_and_receives_events(browser_page: object) -> None:
+async def test_page_connects_decodes_video_and_receives_events(tmp_path: Path) -> None:
     from playwright.async_api import Page
 
-    page: Page = browser_page  # type: ignore[assignment]
-    async with running_server() as (server, url):
+    async with (
+        browser_page(tmp_path, "Good morning, can you hear me clearly?") as opened,
+        running_server() as (server, url),
+    ):
+        page: Page = opened  # type: ignore[assignment]
         await page.goto(url + "/")
         await page.click("#start")
         await page.wait_for_function(
@@ -110,3 +116,60 @@ async def test_page_connects_decodes_video_and_receives_events(browser_page: obj
                 break
             await page.wait_for_timeout(100)
         assert len(server.registry) == 0
+
+
+MOUTH_SNAPSHOT_JS = """([x0, y0, x1, y1]) => {
+    const video = document.getElementById('avatar');
+    const canvas = document.createElement('canvas');
+    canvas.width = video.videoWidth; canvas.height = video.videoHeight;
+    const ctx = canvas.getContext('2d');
+    ctx.drawImage(video, 0, 0);
+    return Array.from(ctx.getImageData(x0, y0, x1 - x0, y1 - y0).data);
+}"""
+
+
+async def test_agent_answers_a_question_asked_through_the_page(
+    tmp_path: Path, agent_engines: object
+) -> None:
+    """Chromium asks a question through its fake microphone: the page shows the final
+    transcript, the agent's text, and video whose mouth moves while the agent talks."""
+    from playwright.async_api import Page
+
+    from rtc_server.app import Server
+    from tests.support.agent import MouthMeter, agent_config
+
+    server = Server(agent_config(), agent_engines)  # type: ignore[arg-type]
+    http = TestServer(server.build_app(), host="127.0.0.1")
+    await http.start_server()
+    url = str(http.make_url("/")).rstrip("/")
+    try:
+        async with browser_page(tmp_path, "What is the capital of France?") as opened:
+            page: Page = opened  # type: ignore[assignment]
+            await page.goto(url + "/")
+            await page.click("#start")
+            await page.wait_for_function(
+                "window.rtcAvatar.events.some(e => e.type === 'transcript' && e.final)",
+                timeout=30000,
+            )
+            transcript = await page.text_content("#transcript li.user")
+            assert transcript and "capital of france" in transcript.lower()
+            await page.wait_for_function(
+                "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.text)",
+                timeout=60000,
+            )
+            box = list(MouthMeter(server.renderer.landmarks).box)
+            shots = []
+            for _ in range(8):  # while the agent talks
+                shots.append(np.array(await page.evaluate(MOUTH_SNAPSHOT_JS, box), float))
+                await page.wait_for_timeout(150)
+            changes = [np.abs(a - b).mean() for a, b in zip(shots, shots[1:], strict=False)]
+            assert max(changes) > 2.0, f"mouth region did not move: {changes}"
+            await page.wait_for_function(
+                "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.final)",
+                timeout=60000,
+            )
+            agent_line = await page.text_content("#transcript li.agent")
+            assert agent_line and "paris" in agent_line.lower()
+            await page.click("#stop")
+    finally:
+        await http.close()
