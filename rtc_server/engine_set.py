@@ -60,6 +60,9 @@ class Engines:
     pools: Pools = field(default_factory=Pools)
 
     def close(self) -> None:
+        from engines.llm import close_llm
+
+        close_llm(self.llm)
         self.pools.shutdown()
 
 

@@ -33,6 +33,9 @@ class LLMConfig:
     read_timeout_s: float = 10.0  # "openai" engine: longest silence while streaming
     retries: int = 2  # "openai" engine: retries before the first token (not after)
     resilient: bool = True  # wrap the engine with holding phrase, apology and answer cache
+    # "transformers" engine: run the model in its own process (see engines/llm/process.py:
+    # in the server process the decode loop competes for the GIL with the WebRTC stack).
+    process: bool = True
     first_token_deadline_s: float = 2.0  # say the holding phrase if no token by then
     holding_phrase: str = "Hmm, let me think about that."  # spoken at the deadline
     apology: str = "Sorry, I'm having trouble answering right now. Could you say that again?"
