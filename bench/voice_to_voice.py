@@ -1,8 +1,8 @@
 """Voice-to-voice latency through the real WebRTC path, on the embedded defaults.
 
-For each of N generated questions (piper voice), a loopback aiortc peer connects to an
-in-process agent server over 127.0.0.1, says the question through its microphone, and
-measures, from what it receives:
+The server runs as its own process (`python -m rtc_server --mode agent`, as deployed); for
+each of N generated questions (piper voice) a loopback aiortc peer in this process connects
+over 127.0.0.1, says the question through its microphone, and measures what it receives:
 - voice-to-voice: end of the peer's speech -> first agent audio received (aiortc's receiver
   jitter-buffer hold of 80 ms is subtracted, as a browser's playout would start then);
 - the per-stage breakdown from the turn's `timings` event (ms after the endpoint fired);
@@ -24,6 +24,7 @@ import json
 import logging
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,10 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiohttp.test_utils import TestServer  # noqa: E402
-
-from rtc_server.app import Server  # noqa: E402
-from rtc_server.engine_set import load_engines  # noqa: E402
+from media.idle import default_portrait  # noqa: E402
+from rtc_server.app import build_renderer  # noqa: E402
+from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from rtc_server.logs import setup_logging  # noqa: E402
 from tests.support.agent import (  # noqa: E402
     MouthMeter,
@@ -107,29 +107,63 @@ async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, 
     }
 
 
-async def run(n: int) -> list[dict[str, object]]:
+CONFIG = """
+[server]
+mode = "agent"
+port = {port}
+log_level = "WARNING"
+[ice]
+loopback_only = true
+[agent]
+greeting = ""
+[llm]
+seed = 1234
+temperature = 0.0
+"""
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+async def start_server(port: int, config_path: str) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rtc_server", "--config", config_path,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), 900)  # models load first
+    if not line.startswith(b"rtc-avatar"):
+        raise RuntimeError(f"server did not start: {line!r}")
+    return process
+
+
+async def run(n: int, port: int) -> list[dict[str, object]]:
+    with tempfile.NamedTemporaryFile("w", suffix=".toml") as config_file:
+        config_file.write(CONFIG.format(port=port))
+        config_file.flush()
+        server = await start_server(port, config_file.name)
+        try:
+            return await ask_all(n, f"http://127.0.0.1:{port}")
+        finally:
+            server.terminate()
+            await server.wait()
+
+
+async def ask_all(n: int, url: str) -> list[dict[str, object]]:
+    restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
-    engines = load_engines(config)
-    server = Server(config, engines)
-    meter = MouthMeter(server.renderer.landmarks)
-    http = TestServer(server.build_app(), host="127.0.0.1")
-    await http.start_server()
-    url = str(http.make_url("/")).rstrip("/")
+    meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
     results = []
-    try:
-        # one warm-up turn (first-call costs of every model), not counted
-        await one_question(url, "Hello, how are you?", meter)
-        for i, question in enumerate((QUESTIONS * 2)[:n]):
-            start = time.perf_counter()
-            result = await one_question(url, question, meter)
-            results.append(result)
-            logging.getLogger("bench").info(
-                "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r", i + 1, n,
-                result["v2v_s"], time.perf_counter() - start, question, result["heard"],
-            )
-    finally:
-        await http.close()
-        engines.close()
+    # one warm-up turn (first-call costs of every model), not counted
+    await one_question(url, "Hello, how are you?", meter)
+    for i, question in enumerate((QUESTIONS * 2)[:n]):
+        start = time.perf_counter()
+        result = await one_question(url, question, meter)
+        results.append(result)
+        logging.getLogger("bench").info(
+            "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r", i + 1, n,
+            result["v2v_s"], time.perf_counter() - start, question, result["heard"],
+        )
     return results
 
 
@@ -166,9 +200,10 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--machine", default="2-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
+    parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     setup_logging("INFO")
-    results = asyncio.run(run(args.questions))
+    results = asyncio.run(run(args.questions, args.port))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(report(results, args))
