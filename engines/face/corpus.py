@@ -2,7 +2,8 @@
 
 Contract: `sentences(n, seed)` -> n distinct sentences, deterministic for (n, seed): the fixed
 hand-written lines below first (phonetically varied: every English consonant and vowel, questions,
-numbers, lists), then sentences from a small seeded grammar over a few hundred common words.
+numbers, lists; then free-form agent talk: service, tutoring, small talk), then sentences from a
+small seeded grammar over a few hundred common words.
 No data set is downloaded; the text only has to make the voices produce varied phoneme
 sequences, prosody and pauses.
 """
@@ -64,6 +65,70 @@ FIXED = (
     "Well, that really depends on what you want to achieve.",
 )
 
+# What the agent will mostly say: service, tutoring and small talk (free-form, not templated).
+CONVERSATION = (
+    "Hi, thanks for calling. How can I help you today?",
+    "I'm sorry to hear that. Let me look into it right away.",
+    "Could you tell me the name on the account, please?",
+    "Your order shipped yesterday and should arrive by Friday.",
+    "I can help you reset your password in a few quick steps.",
+    "Is there anything else you'd like to know?",
+    "Sure, I'll send you a summary by email.",
+    "That's a good point. Let's think about it together.",
+    "The answer is seven, because three plus four makes seven.",
+    "Photosynthesis turns sunlight, water and air into sugar.",
+    "Do you want to practise a few more examples?",
+    "Great job! You got every question right.",
+    "Don't worry, mistakes are how we learn.",
+    "Let's start with the basics and build up from there.",
+    "Your appointment is booked for Tuesday at half past nine.",
+    "Unfortunately, that item is out of stock at the moment.",
+    "Would you prefer a window seat or an aisle seat?",
+    "The weather tomorrow looks sunny with a light breeze.",
+    "I didn't quite catch that. Could you say it again?",
+    "Of course! Take your time, I'm not going anywhere.",
+    "You can pay by card, bank transfer or cash on delivery.",
+    "My name is Ava, and I'm your virtual assistant.",
+    "Good evening! What would you like to talk about?",
+    "I recommend saving a little every month, even a small amount.",
+    "The museum opens at ten and closes at six.",
+    "Maybe we could try a different approach this time.",
+    "Here's a quick tip: drink water before every meal.",
+    "In French, you say bonjour to greet someone politely.",
+    "Remember to breathe slowly and relax your shoulders.",
+    "Your balance is one thousand two hundred and five euros.",
+    "Absolutely, I'd be happy to explain that again.",
+    "What do you usually do on the weekend?",
+    "Oh, that sounds like a wonderful trip!",
+    "Please hold on while I check the delivery status.",
+    "The meeting has moved to Monday morning, at eight.",
+    "Mathematics is just a way of describing patterns.",
+    "Try to imagine the triangle cut into two smaller pieces.",
+    "Hmm, let me think about the best way to put this.",
+    "Yes, you're right, I made a mistake there. Thank you.",
+    "We'll refund the full amount within five working days.",
+    "Who wrote the book you're reading at the moment?",
+    "Why don't we review the vocabulary from last week?",
+    "Our support team is available around the clock.",
+    "It usually takes about twenty minutes to get there by bus.",
+    "Have you ever thought about learning to play the guitar?",
+    "The quickest way is to use the mobile app.",
+    "Before you go, may I ask you a short question?",
+    "Beautiful! Now say the whole sentence once more.",
+    "Wow, you've improved a lot since our first lesson.",
+    "I understand. Would you like me to cancel the booking?",
+    "Please confirm your date of birth for security.",
+    "A volcano is a mountain that can throw out lava and ash.",
+    "The capital of Australia is Canberra, not Sydney.",
+    "Each month you'll receive a statement by post.",
+    "Okay, let's move on to the next topic.",
+    "Pardon me, I think there's been a misunderstanding.",
+    "Both options work, but the first one is cheaper.",
+    "Could you spell your surname for me, please?",
+    "Enjoy the rest of your day, and thanks for chatting!",
+    "Let's double check the numbers before we submit the form.",
+)
+
 _SUBJECTS = (
     "the teacher", "my neighbour", "a small child", "the old doctor", "our manager", "the pilot",
     "a young woman", "the quiet man", "my brother", "the farmer", "everyone", "the baker",
@@ -113,7 +178,7 @@ def _generated(rng: random.Random) -> str:
 
 def sentences(n: int, seed: int = 0) -> list[str]:
     """n distinct sentences: the fixed lines, then generated ones (deterministic)."""
-    out = list(FIXED[:n])
+    out = list((FIXED + CONVERSATION)[:n])
     seen = set(out)
     rng = random.Random(seed)
     while len(out) < n:

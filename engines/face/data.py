@@ -57,15 +57,16 @@ DEFAULT_VOICES = (
 
 @dataclass(frozen=True)
 class DataPlan:
-    n_sentences: int = 330  # distinct sentences in the corpus
-    held_out: int = 30  # the last sentences of a seeded shuffle: never trained on
+    n_sentences: int = 360  # distinct sentences in the corpus
+    held_out: int = 36  # the first sentences of a seeded shuffle: never trained on
     per_voice: int = 100  # training sentences each voice speaks (a seeded subset)
     held_out_per_voice: int = 10
     voices: tuple[VoiceSpec, ...] = DEFAULT_VOICES
     seed: int = 0
 
     def key(self) -> str:
-        raw = json.dumps([DATA_VERSION, asdict(self)], sort_keys=True)
+        text = "\n".join(sentences(self.n_sentences, self.seed))  # corpus edits change the key
+        raw = json.dumps([DATA_VERSION, asdict(self), text], sort_keys=True)
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

@@ -18,7 +18,10 @@ from engines.face.visemes import trajectory
 from engines.tts.base import Speech
 from tests.support.speech import synth_with_timings
 
-MIN_CORRELATION = 0.8  # held-out 0.9; sentences here are unseen in training
+# Held-out (train CLI): piper per utterance min 0.81, median 0.94; on free-form agent lines,
+# fresh piper syntheses (its durations are random) gave 0.78..0.93 per sentence.
+MIN_CORRELATION = 0.7  # each sentence
+MIN_POOLED_CORRELATION = 0.8  # all three sentences' frames together
 CLOSED = 0.02  # face units: ~1.6 px of lip gap at the default framing (~80 px eye distance)
 
 SENTENCES = (
@@ -47,12 +50,17 @@ def _target_opening(speech: Speech) -> np.ndarray:
 @pytest.mark.slow
 def test_mouth_opening_follows_the_viseme_target(face: FaceRuntime,
                                                  speeches: list[Speech]) -> None:
+    pooled: list[tuple[np.ndarray, np.ndarray]] = []
     for speech in speeches:
         predicted = mouth_opening(face.animate(speech.pcm, speech.sample_rate))
         target = _target_opening(speech)
         corr = float(np.corrcoef(predicted, target)[0, 1])
         assert corr >= MIN_CORRELATION, (speech.text, corr)
         assert predicted.max() > 0.08  # it really opens (0.22 = the widest "ah")
+        pooled.append((predicted, target))
+    p = np.concatenate([a for a, _ in pooled])
+    t = np.concatenate([b for _, b in pooled])
+    assert float(np.corrcoef(p, t)[0, 1]) >= MIN_POOLED_CORRELATION
 
 
 @pytest.mark.slow
