@@ -27,8 +27,9 @@ Mode = Literal["agent", "echo"]
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
-    # "echo": transport test mode, each user utterance is played back after they stop.
-    mode: Mode = "echo"
+    # "agent": the conversation; "echo": transport test mode, each user utterance is played
+    # back after they stop (no models loaded).
+    mode: Mode = "agent"
     # Concurrent sessions; more offers get 503.
     max_sessions: int = 4
     # Bearer token required on /api/* when set (or from the env var named below).

@@ -10,7 +10,6 @@ import aiohttp
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 
-from rtc_server.config import Config
 from tests.support.peer import LoopbackPeer
 from tests.support.server import loopback_config, running_server
 
@@ -194,7 +193,7 @@ async def test_delete_ends_session_and_unknown_id_is_404(http: aiohttp.ClientSes
 
 
 async def test_healthz_metrics_and_page_config(http: aiohttp.ClientSession) -> None:
-    config = Config(ice=loopback_config().ice)
+    config = loopback_config()
     async with running_server(config) as (server, url):
         peer = LoopbackPeer(url)
         await peer.connect()

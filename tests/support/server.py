@@ -17,7 +17,8 @@ SMALL_VIDEO = MediaConfig(width=128, height=128, fps=10)
 
 
 def loopback_config(media: MediaConfig | None = None, **server: object) -> Config:
-    """Defaults with loopback-only ICE (tests run in a loopback-only namespace)."""
+    """Echo mode (no models) with loopback-only ICE (tests run in a loopback-only namespace)."""
+    server.setdefault("mode", "echo")
     return Config(
         server=dataclasses.replace(ServerConfig(), **server),  # type: ignore[arg-type]
         ice=IceConfig(loopback_only=True),
