@@ -100,10 +100,16 @@ async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, 
     window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > 0
     lag, corr = best_lag(a_t[window_a], rms[window_a], v_t[window_v], mouth[window_v])
     transcript = [e["text"] for e in peer.received.events_of("transcript") if e["final"]]
+    arrivals = np.array(peer.received.video_arrival)
+    steady = arrivals[arrivals > arrivals[0] + 0.5]  # skip the first frames' start-up burst
+    fps = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 1 else float("nan")
+    # worst one-second window while listening, thinking and speaking
+    windows = [np.sum((steady >= t) & (steady < t + 1.0)) for t in steady[steady < steady[-1] - 1]]
     await peer.close()
     return {
         "question": question, "heard": transcript[0] if transcript else "",
         "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "av_lag_s": lag, "av_corr": corr,
+        "fps": fps, "fps_worst_1s": float(min(windows)) if windows else float("nan"),
     }
 
 
@@ -190,6 +196,12 @@ def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
     corr = [float(r["av_corr"]) for r in results]
     lines.append(f"| mouth/voice correlation at best lag | {pct(corr, 50):.2f} | "
                  f"{pct(corr, 5):.2f} (p5) |")
+    fps = [float(r["fps"]) for r in results]
+    worst = [float(r["fps_worst_1s"]) for r in results]
+    lines.append(f"| received video fps (whole exchange) | {pct(fps, 50):.1f} | "
+                 f"{pct(fps, 5):.1f} (p5) |")
+    lines.append(f"| received video fps, worst 1 s window | {pct(worst, 50):.0f} | "
+                 f"{pct(worst, 5):.0f} (p5) |")
     lines.append(f"\n{len(v2v)}/{len(results)} answers heard.")
     return "\n".join(lines)
 

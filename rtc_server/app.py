@@ -59,6 +59,7 @@ class Server:
         self.engines: Engines | None = None
         self.renderer: Any = None
         self.still = StillPortrait(portrait, media.width, media.height)
+        self._owns_engines = engines is None
         if config.server.mode == "agent":
             self.engines = engines or load_engines(config)
             try:
@@ -136,5 +137,10 @@ class Server:
         async def on_shutdown(app: web.Application) -> None:
             await self.close_all()
 
+        async def on_cleanup(app: web.Application) -> None:
+            if self.engines is not None and self._owns_engines:
+                self.engines.close()  # stops the LLM's child process and the worker pools
+
         app.on_shutdown.append(on_shutdown)
+        app.on_cleanup.append(on_cleanup)
         return app
