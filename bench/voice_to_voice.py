@@ -122,13 +122,17 @@ log_level = "WARNING"
 loopback_only = true
 [agent]
 greeting = ""
+{extra_agent}
 [llm]
 seed = 1234
 temperature = 0.0
+{extra_llm}
 """
 
 
 REPO = Path(__file__).resolve().parents[1]
+EXTRA_LLM = ""  # extra [llm] lines (set from --llm-threads)
+EXTRA_AGENT = ""  # extra [agent] lines (set from --first-chunk-max-chars)
 
 
 async def start_server(port: int, config_path: str) -> asyncio.subprocess.Process:
@@ -145,7 +149,9 @@ async def start_server(port: int, config_path: str) -> asyncio.subprocess.Proces
 
 async def run(n: int, port: int) -> list[dict[str, object]]:
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as config_file:
-        config_file.write(CONFIG.format(port=port))
+        config_file.write(
+            CONFIG.format(port=port, extra_llm=EXTRA_LLM, extra_agent=EXTRA_AGENT)
+        )
         config_file.flush()
         server = await start_server(port, config_file.name)
         try:
@@ -213,8 +219,15 @@ def main() -> int:
     parser.add_argument("--machine", default="2-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--llm-threads", type=int, help="torch threads of the LLM process")
+    parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
     args = parser.parse_args()
     setup_logging("INFO")
+    global EXTRA_LLM, EXTRA_AGENT
+    if args.llm_threads is not None:
+        EXTRA_LLM = f"threads = {args.llm_threads}"
+    if args.first_chunk_max_chars is not None:
+        EXTRA_AGENT = f"first_chunk_max_chars = {args.first_chunk_max_chars}"
     results = asyncio.run(run(args.questions, args.port))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

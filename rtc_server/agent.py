@@ -23,7 +23,7 @@ import numpy as np
 
 from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
-from engines.text.chunker import Chunker
+from engines.text.chunker import Chunker, ChunkerConfig
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import AgentText, Transcript, TurnTimings
@@ -97,6 +97,7 @@ class AgentBehaviour:
         self._session.emit(Transcript(turn_id=self._turns + 1, text=text, final=False))
 
     def on_pause(self, utterance_id: int, text: str) -> None:
+        self._session.log.debug("pause in %d: %r", utterance_id, text)
         if not (self._config.start_early and text) or self._busy():
             return
         turn = Turn(self._next_id(), text, utterance_id, speculative=True)
@@ -195,7 +196,8 @@ class AgentBehaviour:
                 self._turn = None
 
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
-        clock, chunker = self._session.clock, Chunker()
+        clock = self._session.clock
+        chunker = Chunker(ChunkerConfig(first_max_chars=self._config.first_chunk_max_chars))
         deltas = stream_llm(
             self._engines.llm, messages, max_new_tokens=self._llm_max_tokens,
             executor=self._engines.pools.llm,

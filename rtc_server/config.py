@@ -109,6 +109,9 @@ class AgentConfig:
     barge_in_min_ms: int = 250
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
+    # The first spoken chunk ends at the first clause boundary, or is cut at a space past
+    # this many characters: shorter means earlier first audio, at some cost in prosody.
+    first_chunk_max_chars: int = 20
     # Longest answer, in tokens (the LLM's own cap also applies).
     max_new_tokens: int = 120
     # Scheduling margin before the first audio frame of an utterance.
@@ -119,6 +122,8 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.barge_in_min_ms < 0 or self.lead_ms < 0 or self.max_new_tokens < 1:
             raise ValueError("barge_in_min_ms and lead_ms must be >= 0, max_new_tokens >= 1")
+        if self.first_chunk_max_chars < 3:
+            raise ValueError("first_chunk_max_chars must be at least 3")
 
 
 @dataclass(frozen=True)
