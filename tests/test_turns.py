@@ -176,9 +176,9 @@ async def test_barge_in_clears_media_and_history_keeps_what_was_heard(agent) -> 
     await until(lambda: session.playout.busy_until() > session.clock.time() + 1.0)
     turn = behaviour._turn  # noqa: SLF001
     assert turn is not None
-    # pretend the audio track played the first 0.5 s of the first chunk
+    # pretend the audio track played the first half of the first chunk
     first = turn.chunks[0]
-    session.playout.audio.read(round(first.at * 48000), 24000)
+    session.playout.audio.read(round(first.at * 48000), round(first.duration_s * 24000))
     behaviour.on_voice(2, voiced_ms=100)  # too short: not a barge-in
     assert behaviour._turn is turn  # noqa: SLF001
     behaviour.on_voice(2, voiced_ms=260)
