@@ -295,3 +295,7 @@ class AgentBehaviour:
             self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=timings))
             if "speech_end" in turn.marks:
                 self._session.metrics.observe_turn(timings)
+            fields = {f"ms_{stage}": ms for stage, ms in timings.items()}
+            self._session.log.info(
+                "turn %d done", turn.id, extra={"heard_words": len(heard.split()), **fields}
+            )

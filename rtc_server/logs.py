@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import Any
 
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys() | {"message", "asctime"}
@@ -53,3 +54,12 @@ def setup_logging(level: str = "INFO") -> None:
     root.setLevel(numeric)
     for name in _NOISY:
         logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
+
+
+class ContextLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds fixed fields (e.g. `session_id`) to every record and keeps the
+    call's own `extra` fields too (the stdlib adapter replaces them before Python 3.13)."""
+
+    def process(self, msg: object, kwargs: Any) -> tuple[object, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs

@@ -28,6 +28,7 @@ from media.tracks import ClockedAudioTrack, ClockedVideoTrack
 from rtc_server.config import Config
 from rtc_server.events import ErrorEvent, Event, SessionStarted, State, StateChanged, encode
 from rtc_server.ice import rtc_configuration
+from rtc_server.logs import ContextLogger
 from rtc_server.metrics import Metrics
 from rtc_server.tasks import TaskSet
 from signaling.errors import InvalidOffer
@@ -71,7 +72,7 @@ class Session:
         self.config = config
         self.metrics = metrics
         self._on_closed = on_closed
-        self.log = logging.LoggerAdapter(logger, {"session_id": session_id})
+        self.log = ContextLogger(logger, {"session_id": session_id})
         self.clock = MediaClock()
         media = config.media
         self.playout = Playout(self.clock, fps=media.fps, width=media.width, height=media.height)

@@ -101,3 +101,22 @@ def test_logfmt_lines_carry_extra_fields() -> None:
     record.session_id = "abc"
     line = LogfmtFormatter().format(record)
     assert 'msg="session closed"' in line and "session_id=abc" in line and "level=info" in line
+
+
+def test_session_logger_keeps_both_context_and_call_fields() -> None:
+    """Regression: the stdlib LoggerAdapter dropped a call's `extra` (e.g. close reasons)."""
+    import logging
+
+    from rtc_server.logs import ContextLogger
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    base = logging.getLogger("test.context")
+    base.addHandler(Keep())
+    base.setLevel(logging.INFO)
+    ContextLogger(base, {"session_id": "s1"}).info("closed", extra={"reason": "ice_failed"})
+    assert records[0].session_id == "s1" and records[0].reason == "ice_failed"  # type: ignore[attr-defined]
