@@ -9,21 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from engines.asr.errors import InvalidAudioError
+from engines.pcm import check_pcm16 as pcm16
 
 SAMPLE_RATE = 16000
 
 
 def check_pcm16(pcm: np.ndarray) -> np.ndarray:
     """Return `pcm` as 1-D int16 or raise InvalidAudioError."""
-    if not isinstance(pcm, np.ndarray):
-        raise InvalidAudioError(f"expected a NumPy int16 array, got {type(pcm).__name__}")
-    if pcm.dtype != np.int16:
-        raise InvalidAudioError(f"expected int16 samples at 16 kHz, got {pcm.dtype}")
-    if pcm.ndim == 2 and 1 in pcm.shape:
-        pcm = pcm.reshape(-1)
-    if pcm.ndim != 1:
-        raise InvalidAudioError(f"expected mono audio, got shape {pcm.shape}")
-    return pcm
+    return pcm16(pcm, InvalidAudioError)
 
 
 def to_pcm16k(samples: np.ndarray, sample_rate: int) -> np.ndarray:

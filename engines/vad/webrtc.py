@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engines.pcm import check_pcm16 as pcm16
 from engines.vad.config import SAMPLE_RATE
 from engines.vad.errors import InvalidInputError, VadModelLoadError
 
@@ -16,15 +17,7 @@ _VALID_SAMPLES = frozenset(SAMPLE_RATE * ms // 1000 for ms in (10, 20, 30))
 
 def check_pcm16(frame: np.ndarray) -> np.ndarray:
     """Return `frame` as a 1-D contiguous int16 array or raise InvalidInputError."""
-    if not isinstance(frame, np.ndarray):
-        raise InvalidInputError(f"expected a NumPy int16 array, got {type(frame).__name__}")
-    if frame.dtype != np.int16:
-        raise InvalidInputError(f"expected int16 samples, got {frame.dtype}")
-    if frame.ndim == 2 and 1 in frame.shape:
-        frame = frame.reshape(-1)
-    if frame.ndim != 1:
-        raise InvalidInputError(f"expected mono audio, got shape {frame.shape}")
-    return np.ascontiguousarray(frame)
+    return pcm16(frame, InvalidInputError)
 
 
 class WebRtcVad:
