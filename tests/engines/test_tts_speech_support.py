@@ -18,7 +18,7 @@ def test_synth_is_cached_and_resampled() -> None:
     # espeak-ng is not bit-exact between runs, so equality proves the cache was used.
     assert a.dtype == np.int16 and np.array_equal(a, b)
     c = synth(text, engine="espeak", sample_rate=48000)
-    assert abs(len(c) - 3 * len(a)) < 0.002 * len(c)  # espeak jitters by a few samples
+    assert abs(len(c) - 3 * len(a)) <= 3  # one cached utterance, resampled to each rate
 
 
 def test_synth_with_timings_match_resampled_audio() -> None:
