@@ -59,6 +59,9 @@ class AgentBehaviour:
         self.history: list[ChatMessage] = []
         self._turn: Turn | None = None
         self._turns = 0
+        # Each user utterance gets its turn id when it starts, so its partials, its final and
+        # the answer (early-started or not) all carry the same id on the data channel.
+        self._utterance_turn: dict[int, int] = {}
 
     # --- Behaviour ------------------------------------------------------------------------
 
@@ -83,6 +86,7 @@ class AgentBehaviour:
     # --- HearingListener --------------------------------------------------------------------
 
     def on_speech_start(self, utterance_id: int) -> None:
+        self._utterance_turn = {utterance_id: self._next_id()}
         self._session.log.debug(
             "user speech %d started (agent speaking: %s)", utterance_id, self._speaking()
         )
@@ -94,13 +98,13 @@ class AgentBehaviour:
             self.interrupt()
 
     def on_partial(self, utterance_id: int, text: str) -> None:
-        self._session.emit(Transcript(turn_id=self._turns + 1, text=text, final=False))
+        self._session.emit(Transcript(turn_id=self._turn_id(utterance_id), text=text, final=False))
 
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
         if not (self._config.start_early and text) or self._busy():
             return
-        turn = Turn(self._next_id(), text, utterance_id, speculative=True)
+        turn = Turn(self._turn_id(utterance_id), text, utterance_id, speculative=True)
         self._start_turn(turn)
 
     def on_resume(self, utterance_id: int) -> None:
@@ -128,7 +132,7 @@ class AgentBehaviour:
         if turn is not None and not turn.speculative and not turn.started_speaking:
             text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking Turn
             self._cancel_turn()
-        new = Turn(self._next_id(), text, utterance.id)
+        new = Turn(self._turn_id(utterance.id), text, utterance.id)
         self._confirm(new, utterance, start=True)
 
     # --- turns ------------------------------------------------------------------------------
@@ -136,6 +140,11 @@ class AgentBehaviour:
     def _next_id(self) -> int:
         self._turns += 1
         return self._turns
+
+    def _turn_id(self, utterance_id: int) -> int:
+        if utterance_id not in self._utterance_turn:
+            self._utterance_turn = {utterance_id: self._next_id()}
+        return self._utterance_turn[utterance_id]
 
     def _busy(self) -> bool:
         return self._turn is not None or self._speaking()

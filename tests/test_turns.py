@@ -211,3 +211,17 @@ def test_heard_text_is_cut_at_the_played_sample() -> None:
         turn.chunks.append(SpokenChunk(text, tag, dur, i * 1.0))
     playout.audio.read(0, 48000 + 48000)  # all of chunk 1, half of chunk 2
     assert turn.heard_text(playout) == "Hello there. How are you"
+
+
+async def test_an_utterance_and_its_answer_share_one_turn_id(agent) -> None:  # type: ignore[no-untyped-def]
+    """Regression: partials were numbered ahead of an early-started turn, so the page showed
+    the user's words under a turn that never answered."""
+    behaviour, session, llm, tts = agent
+    behaviour.on_speech_start(1)
+    behaviour.on_partial(1, "what is")
+    behaviour.on_pause(1, "what is the answer")
+    behaviour.on_partial(1, "what is the answer")
+    behaviour.on_final(utterance(1, "What is the answer?", session))
+    await until(lambda: session.playout.busy_until() > 0)
+    ids = {m["turn_id"] for m in sent(session, "transcript")}
+    assert ids == {behaviour._turn.id}  # type: ignore[union-attr]  # noqa: SLF001
