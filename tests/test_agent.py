@@ -4,35 +4,20 @@ really receives (transcripts, answers, speech, lips in sync with the voice, barg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import numpy as np
 import pytest
 import soxr
-from aiohttp.test_utils import TestServer
 
 from engines.asr.text import word_error_rate
-from rtc_server.app import Server
-from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from tests.support.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
 from tests.support.peer import LoopbackPeer, PcmMicrophone
+from tests.support.server import running_server
 from tests.support.speech import synth
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.slow]
 QUESTION = "What is the capital of France?"
-
-
-@asynccontextmanager
-async def agent_server(engines: Engines, config: Config) -> AsyncIterator[tuple[Server, str]]:
-    server = Server(config, engines)
-    http = TestServer(server.build_app(), host="127.0.0.1")
-    await http.start_server()
-    try:
-        yield server, str(http.make_url("/")).rstrip("/")
-    finally:
-        await http.close()
 
 
 def speech_with_lead(text: str, lead_s: float = 0.5) -> np.ndarray:
@@ -47,7 +32,7 @@ async def test_greeting_lips_move_with_the_voice(agent_engines: Engines) -> None
     """The greeting proves the speaking path; the mouth opening seen in the received video
     follows the received audio envelope, with the best lag within +-80 ms."""
     config = agent_config(greeting="Hello! I am your assistant, and I am happy to help you today.")
-    async with agent_server(agent_engines, config) as (server, url):
+    async with running_server(config, agent_engines) as (server, url):
         peer = LoopbackPeer(url, video_summary=MouthMeter(server.renderer.landmarks))
         await peer.connect()
         await peer.wait_event(turn_done(1), 40)
@@ -68,7 +53,7 @@ async def test_greeting_lips_move_with_the_voice(agent_engines: Engines) -> None
 
 async def test_question_gets_a_spoken_answer(agent_engines: Engines) -> None:
     config = agent_config()
-    async with agent_server(agent_engines, config) as (server, url):
+    async with running_server(config, agent_engines) as (server, url):
         peer = LoopbackPeer(url, microphone=PcmMicrophone(speech_with_lead(QUESTION), 16000))
         await peer.connect()
         final = await peer.wait_event(lambda e: e["type"] == "transcript" and e["final"], 30)
@@ -107,7 +92,7 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
     config = agent_config()
     # (the bundled model answers this at length; "count to thirty" got "1, 2, 3")
     story = speech_with_lead("Tell me a long story about a brave knight and a dragon.")
-    async with agent_server(agent_engines, config) as (server, url):
+    async with running_server(config, agent_engines) as (server, url):
         mic = PcmMicrophone(story, 16000)
         peer = LoopbackPeer(url, microphone=mic)
         await peer.connect()
@@ -159,7 +144,7 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
 
 async def test_two_sessions_never_hear_each_other(agent_engines: Engines) -> None:
     config = agent_config()
-    async with agent_server(agent_engines, config) as (server, url):
+    async with running_server(config, agent_engines) as (server, url):
         asker = LoopbackPeer(url, microphone=PcmMicrophone(speech_with_lead(QUESTION), 16000))
         quiet = LoopbackPeer(url)
         await asker.connect()

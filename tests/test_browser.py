@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from aiohttp.test_utils import TestServer
 
 from tests.support.server import running_server
 from tests.support.speech import synth
@@ -135,41 +134,36 @@ async def test_agent_answers_a_question_asked_through_the_page(
     transcript, the agent's text, and video whose mouth moves while the agent talks."""
     from playwright.async_api import Page
 
-    from rtc_server.app import Server
     from tests.support.agent import MouthMeter, agent_config
 
-    server = Server(agent_config(), agent_engines)  # type: ignore[arg-type]
-    http = TestServer(server.build_app(), host="127.0.0.1")
-    await http.start_server()
-    url = str(http.make_url("/")).rstrip("/")
-    try:
-        async with browser_page(tmp_path, "What is the capital of France?") as opened:
-            page: Page = opened  # type: ignore[assignment]
-            await page.goto(url + "/")
-            await page.click("#start")
-            await page.wait_for_function(
-                "window.rtcAvatar.events.some(e => e.type === 'transcript' && e.final)",
-                timeout=30000,
-            )
-            transcript = await page.text_content("#transcript li.user")
-            assert transcript and "capital of france" in transcript.lower()
-            await page.wait_for_function(
-                "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.text)",
-                timeout=60000,
-            )
-            box = list(MouthMeter(server.renderer.landmarks).box)
-            shots = []
-            for _ in range(8):  # while the agent talks
-                shots.append(np.array(await page.evaluate(MOUTH_SNAPSHOT_JS, box), float))
-                await page.wait_for_timeout(150)
-            changes = [np.abs(a - b).mean() for a, b in zip(shots, shots[1:], strict=False)]
-            assert max(changes) > 2.0, f"mouth region did not move: {changes}"
-            await page.wait_for_function(
-                "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.final)",
-                timeout=60000,
-            )
-            agent_line = await page.text_content("#transcript li.agent")
-            assert agent_line and "paris" in agent_line.lower()
-            await page.click("#stop")
-    finally:
-        await http.close()
+    async with (
+        running_server(agent_config(), agent_engines) as (server, url),  # type: ignore[arg-type]
+        browser_page(tmp_path, "What is the capital of France?") as opened,
+    ):
+        page: Page = opened  # type: ignore[assignment]
+        await page.goto(url + "/")
+        await page.click("#start")
+        await page.wait_for_function(
+            "window.rtcAvatar.events.some(e => e.type === 'transcript' && e.final)",
+            timeout=30000,
+        )
+        transcript = await page.text_content("#transcript li.user")
+        assert transcript and "capital of france" in transcript.lower()
+        await page.wait_for_function(
+            "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.text)",
+            timeout=60000,
+        )
+        box = list(MouthMeter(server.renderer.landmarks).box)
+        shots = []
+        for _ in range(8):  # while the agent talks
+            shots.append(np.array(await page.evaluate(MOUTH_SNAPSHOT_JS, box), float))
+            await page.wait_for_timeout(150)
+        changes = [np.abs(a - b).mean() for a, b in zip(shots, shots[1:], strict=False)]
+        assert max(changes) > 2.0, f"mouth region did not move: {changes}"
+        await page.wait_for_function(
+            "window.rtcAvatar.events.some(e => e.type === 'agent_text' && e.final)",
+            timeout=60000,
+        )
+        agent_line = await page.text_content("#transcript li.agent")
+        assert agent_line and "paris" in agent_line.lower()
+        await page.click("#stop")

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import aiohttp
 import numpy as np
 import pytest
-from aiohttp.test_utils import TestServer
 from PIL import Image
 
 from media.idle import default_portrait
-from rtc_server.app import Server
 from rtc_server.engine_set import Engines
 from tests.support.agent import agent_config
 from tests.support.peer import LoopbackPeer
@@ -28,17 +24,6 @@ def png(image: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-@asynccontextmanager
-async def agent_http(engines: Engines) -> AsyncIterator[tuple[Server, str]]:
-    server = Server(agent_config(), engines)
-    http = TestServer(server.build_app(), host="127.0.0.1")
-    await http.start_server()
-    try:
-        yield server, str(http.make_url("/")).rstrip("/")
-    finally:
-        await http.close()
-
-
 async def upload(url: str, data: bytes, content_type: str = "image/png") -> tuple[int, dict]:
     async with aiohttp.ClientSession() as http, http.post(
         url + "/api/portrait", data=data, headers={"Content-Type": content_type}
@@ -49,7 +34,7 @@ async def upload(url: str, data: bytes, content_type: str = "image/png") -> tupl
 async def test_bad_portraits_get_clear_errors(agent_engines: Engines) -> None:
     rng = np.random.default_rng(0)
     two = np.concatenate([default_portrait()[:, 100:400]] * 2, axis=1)
-    async with agent_http(agent_engines) as (_, url):
+    async with running_server(agent_config(), agent_engines) as (_, url):
         status, body = await upload(url, png(rng.integers(0, 255, (300, 300, 3), np.uint8)))
         assert status == 422 and "no face" in body["error"]["message"]
         status, body = await upload(url, png(two))
@@ -66,7 +51,7 @@ async def test_bad_portraits_get_clear_errors(agent_engines: Engines) -> None:
 
 async def test_uploaded_portrait_is_what_the_session_shows(agent_engines: Engines) -> None:
     mirrored = np.ascontiguousarray(default_portrait()[:, ::-1])
-    async with agent_http(agent_engines) as (server, url):
+    async with running_server(agent_config(), agent_engines) as (server, url):
         status, body = await upload(url, png(mirrored))
         assert status == 200
         portrait_id = body["portrait_id"]

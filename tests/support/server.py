@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestServer
 
 from rtc_server.app import Server
 from rtc_server.config import Config, IceConfig, MediaConfig, ServerConfig
+from rtc_server.engine_set import Engines
 
 # Tests about audio, events or signaling need little video: small frames keep the encoder
 # and the test peer's decoder from competing with what is being measured on 2 cores.
@@ -27,8 +28,11 @@ def loopback_config(media: MediaConfig | None = None, **server: object) -> Confi
 
 
 @asynccontextmanager
-async def running_server(config: Config | None = None) -> AsyncIterator[tuple[Server, str]]:
-    server = Server(config or loopback_config())
+async def running_server(
+    config: Config | None = None, engines: Engines | None = None
+) -> AsyncIterator[tuple[Server, str]]:
+    """The app on an ephemeral 127.0.0.1 port; `engines` are shared (agent mode), not closed."""
+    server = Server(config or loopback_config(), engines)
     http = TestServer(server.build_app(), host="127.0.0.1")
     await http.start_server()
     try:
