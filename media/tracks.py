@@ -98,9 +98,6 @@ class ClockedVideoTrack(MediaStreamTrack):
         self._executor = executor
         self._index: int | None = None
 
-    def set_source(self, source: FrameSource) -> None:
-        """Swap what draws the frames (e.g. a portrait uploaded for this session)."""
-        self._source = source
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":

@@ -102,10 +102,6 @@ class Session:
     def closed(self) -> bool:
         return self._closing
 
-    @property
-    def connection_state(self) -> str:
-        return str(self._pc.connectionState)
-
     async def accept(self, offer: Offer) -> str:
         """Apply the remote offer and return our answer SDP (ICE candidates included)."""
         try:
