@@ -10,7 +10,7 @@ actually sent (so history can be cut to what the user heard).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,7 @@ class _Segment:
     start: int
     pcm: np.ndarray
     tag: str | None
+    on_start: Callable[[], None] | None = None  # called when its first sample is read
 
     @property
     def end(self) -> int:
@@ -38,9 +39,12 @@ class AudioTimeline:
         self._segments: list[_Segment] = []
         self._played: dict[str, int] = {}
 
-    def write(self, pcm: np.ndarray, start: int, tag: str | None = None) -> None:
+    def write(
+        self, pcm: np.ndarray, start: int, tag: str | None = None,
+        on_start: Callable[[], None] | None = None,
+    ) -> None:
         if len(pcm):
-            self._segments.append(_Segment(start, pcm, tag))
+            self._segments.append(_Segment(start, pcm, tag, on_start))
 
     def read(self, start: int, count: int) -> np.ndarray | None:
         """Samples [start, start+count); None when nothing scheduled overlaps (silence)."""
@@ -55,6 +59,9 @@ class AudioTimeline:
             out[lo - start : hi - start] = seg.pcm[lo - seg.start : hi - seg.start]
             if seg.tag is not None:
                 self._played[seg.tag] = self._played.get(seg.tag, 0) + (hi - lo)
+            if seg.on_start is not None:  # the first of its samples to leave
+                callback, seg.on_start = seg.on_start, None
+                callback()
         self._segments = [s for s in self._segments if s.end > end]
         return out
 
@@ -64,7 +71,7 @@ class AudioTimeline:
             if seg.start >= sample:
                 continue
             if seg.end > sample:
-                seg = _Segment(seg.start, seg.pcm[: sample - seg.start], seg.tag)
+                seg = _Segment(seg.start, seg.pcm[: sample - seg.start], seg.tag, seg.on_start)
             kept.append(seg)
         self._segments = kept
 
@@ -124,12 +131,23 @@ class Playout:
         self.pose = FrameTimeline()  # landmark offsets [68, 2], rendered just in time
 
     def schedule_audio(
-        self, pcm: np.ndarray, sample_rate: int, at: float, tag: str | None = None
+        self,
+        pcm: np.ndarray,
+        sample_rate: int,
+        at: float,
+        tag: str | None = None,
+        on_start: Callable[[float], None] | None = None,
     ) -> float:
-        """Place PCM so its first sample plays at clock time `at`; returns its end time."""
+        """Place PCM so its first sample plays at clock time `at`; returns its end time.
+
+        `on_start(t)` is called with the clock time at which the audio track hands the first
+        sample to the encoder (never, if it is cleared first): the truth about when a voice
+        started, which the schedule alone cannot tell (the track may be late or stopped).
+        """
         out = to_out_rate(pcm, sample_rate)
         start = round(at * OUT_RATE)
-        self.audio.write(out, start, tag)
+        started = None if on_start is None else lambda: on_start(self.clock.time())
+        self.audio.write(out, start, tag, started)
         return (start + len(out)) / OUT_RATE
 
     def schedule_video(self, frames: Sequence[np.ndarray], at: float) -> float:

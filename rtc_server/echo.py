@@ -1,8 +1,8 @@
 """Echo mode: a transport test mode that plays back each utterance after the user stops.
 
 The portrait stays idle. Each played utterance emits state changes (speaking -> listening)
-and a timings event (speech_end -> first_audio_sent), so the page's panels work end to end
-before the agent exists.
+and a timings event (speech_end -> first_audio_sent, taken when the audio track sends the
+echo's first sample), so the page's panels work end to end before the agent exists.
 """
 
 from __future__ import annotations
@@ -47,22 +47,22 @@ class EchoBehaviour:
     def _play(self, pcm: np.ndarray) -> None:
         session = self._session
         self._turn += 1
-        speech_end = session.clock.time()
+        turn, speech_end = self._turn, session.clock.time()
         at = max(speech_end + LEAD_S, session.playout.busy_until())
-        end = session.playout.schedule_audio(pcm, LISTEN_RATE, at, tag=f"echo-{self._turn}")
-        session.tasks.spawn(
-            f"echo-{self._turn}", self._report(self._turn, speech_end, at, end)
-        )
 
-    async def _report(self, turn: int, speech_end: float, at: float, end: float) -> None:
-        session = self._session
-        await session.clock.sleep_until(at)
-        session.set_state("speaking")
-        session.emit(
-            TurnTimings(turn_id=turn, marks_ms={
-                "speech_end": 0.0, "first_audio_sent": round((at - speech_end) * 1000, 1),
-            })
+        def started(t: float) -> None:  # the audio track sent the echo's first sample
+            session.set_state("speaking")
+            session.emit(TurnTimings(turn_id=turn, marks_ms={
+                "speech_end": 0.0, "first_audio_sent": round((t - speech_end) * 1000, 1),
+            }))
+
+        end = session.playout.schedule_audio(
+            pcm, LISTEN_RATE, at, tag=f"echo-{turn}", on_start=started
         )
+        session.tasks.spawn(f"echo-{turn}", self._back_to_listening(end))
+
+    async def _back_to_listening(self, end: float) -> None:
+        session = self._session
         await session.clock.sleep_until(end)
         if session.playout.busy_until() <= end:
             session.set_state("listening")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engines.text.zh_numbers import is_cjk
+
 _SENTENCE_END = frozenset(".!?…")
 _CLAUSE_END = frozenset(",;:—–")
 _CJK_SENTENCE_END = frozenset("。！？")
@@ -66,17 +68,13 @@ _NEVER_END = frozenset(
 _MAYBE_END = frozenset(["etc", "a.m", "p.m", "inc", "ltd", "corp", "co", "u.s", "u.k", "ave", "rd"])
 
 
-def _is_cjk(ch: str) -> bool:
-    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
-
-
 def chunk_size(text: str) -> int:
     """Length used for the limits: stripped characters, a Chinese character counting 3.
 
     (One Chinese character is one spoken syllable, about as long as a short English word.)
     """
     text = text.strip()
-    return len(text) + 2 * sum(1 for ch in text if _is_cjk(ch))
+    return len(text) + 2 * sum(1 for ch in text if is_cjk(ch))
 
 
 @dataclass(frozen=True)
@@ -159,7 +157,7 @@ class Chunker:
                 i > 0
                 and (
                     (not ch.isspace() and buf[i - 1].isspace())
-                    or (_is_cjk(ch) and _is_cjk(buf[i - 1]))
+                    or (is_cjk(ch) and is_cjk(buf[i - 1]))
                 )
                 and chunk_size(buf[:i]) >= lo
             ):

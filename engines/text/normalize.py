@@ -237,10 +237,12 @@ _ABBR_RE = re.compile(
     + "|".join(re.escape(a) for a in sorted(_ABBREVIATIONS, key=len, reverse=True))
     + r")(?=\s|$|[,;:!?)])"
 )
-_RULES: tuple[tuple[re.Pattern[str], str | Sub], ...] = (
-    # Markdown the LLM may emit: emphasis, headings, inline code, bullets.
+# Markdown the LLM may emit, in any language: emphasis, headings, inline code, bullets.
+_MARKUP: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\*\*|__|\*|`+)"), ""),
     (re.compile(r"^\s*(?:#{1,6}|[-*•])\s+", re.M), ""),
+)
+_RULES: tuple[tuple[re.Pattern[str], str | Sub], ...] = (
     (
         re.compile(
             r"https?://[^\s<>\"]+[^\s<>\".,;:!?)]|www\.[^\s<>\"]+[^\s<>\".,;:!?)]"
@@ -304,6 +306,8 @@ def normalize(text: str, lang: str = "auto") -> str:
         text: one chunk of agent text.
         lang: "en", "zh", or "auto" (Chinese rules when the text has Chinese characters).
     """
+    for pattern, markup in _MARKUP:
+        text = pattern.sub(markup, text)
     if lang == "zh" or (lang == "auto" and has_cjk(text)):
         return normalize_zh(text)
     for pattern, repl in _RULES:

@@ -15,9 +15,23 @@ _LARGE = ("", "万", "亿", "兆")
 _CURRENCY = {"¥": "元", "￥": "元", "$": "美元", "€": "欧元", "£": "英镑"}
 
 
+# Every CJK ideograph block of Unicode 16: Extension A, the unified block, compatibility
+# ideographs, and Extensions B-I with the compatibility supplement in the supplementary planes.
+CJK_IDEOGRAPH = (
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\U00020000-\U0002ebef\U0002f800-\U0002fa1f\U00030000-\U000323af"
+)
+_CJK_RE = re.compile(f"[{CJK_IDEOGRAPH}]")
+
+
+def is_cjk(ch: str) -> bool:
+    """True for one CJK ideograph, from any of its Unicode blocks."""
+    return _CJK_RE.fullmatch(ch) is not None
+
+
 def has_cjk(text: str) -> bool:
     """True when `text` contains CJK ideographs (the cue for Chinese rules)."""
-    return any("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" for ch in text)
+    return _CJK_RE.search(text) is not None
 
 
 def _group(n: int) -> str:

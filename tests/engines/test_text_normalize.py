@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines.text.normalize import normalize
-from engines.text.zh_numbers import integer, normalize_zh
+from engines.text.zh_numbers import has_cjk, integer, normalize_zh
 
 
 @pytest.mark.parametrize(
@@ -164,7 +164,16 @@ def test_english_numbers_become_words(text: str) -> None:
 def test_any_text_is_handled(text: str) -> None:
     out = normalize(text)
     assert isinstance(out, str)
-    assert normalize(out, lang="en" if not re.search(r"[\u4e00-\u9fff]", out) else "zh") == out
+    assert normalize(out, lang="zh" if has_cjk(out) else "en") == out
+
+
+@pytest.mark.parametrize("ch", ["中", "㐀", "𠀀", "豈", "丽", "𰀀"])
+def test_every_cjk_block_takes_the_chinese_rules(ch: str) -> None:
+    """Regression (hypothesis found '*㐀'): CJK Extension A and the supplementary-plane
+    ideographs were not recognised as Chinese, so one text took two different paths."""
+    assert has_cjk(ch)
+    assert normalize(f"*{ch}*") == ch  # markdown goes on either path
+    assert normalize(f"{ch}3个") == f"{ch}三个"
 
 
 @settings(max_examples=300, deadline=None)

@@ -206,3 +206,24 @@ async def test_video_track_renders_scheduled_pose_then_idle_and_clear_closes_at_
         assert int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) == 0
     with pytest.raises(InvalidMediaError):
         playout.schedule_pose(np.zeros((3, 68, 3)), at=0.0)
+
+
+async def test_on_start_reports_when_the_track_sends_the_first_sample() -> None:
+    """The voice's start is when the audio track hands its first sample over, not when it was
+    scheduled: nothing is reported before the track reads it, or ever if it is cleared."""
+    timer, playout = make_playout()
+    playout.clock.start()
+    started: list[float] = []
+    cleared: list[float] = []
+    tone = np.full(OUT_FRAME_SAMPLES * 3, 5000, np.int16)
+    playout.schedule_audio(tone, OUT_RATE, at=0.1, tag="a", on_start=started.append)
+    playout.schedule_audio(tone, OUT_RATE, at=0.5, tag="b", on_start=cleared.append)
+    assert started == []  # scheduled is not sent
+    audio = ClockedAudioTrack(playout)
+    while playout.clock.time() < 0.2:
+        await audio.recv()
+    assert started == [pytest.approx(0.1)]
+    playout.clear_after()  # "b" never plays
+    while playout.clock.time() < 0.7:
+        await audio.recv()
+    assert started == [pytest.approx(0.1)] and cleared == []
