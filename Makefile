@@ -1,7 +1,7 @@
 # Two commands for a fresh machine (see README): `make run` and `make test`.
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS := asr,llm,tts-gpl,face,dev
+EXTRAS := asr,llm,llm-small,llm-gpu,tts-gpl,face,dev
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -32,10 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common.logs import setup_logging  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
-from rtc_server.logs import setup_logging  # noqa: E402
 from tests.support.agent import (  # noqa: E402
     MouthMeter,
     agent_config,

@@ -8,10 +8,10 @@ import sys
 
 from aiohttp import web
 
+from common.logs import setup_logging
 from rtc_server.config import load_config
 from rtc_server.dataconf import replace_path
 from rtc_server.errors import ConfigError
-from rtc_server.logs import setup_logging
 
 logger = logging.getLogger("rtc_server")
 

@@ -24,11 +24,11 @@ import numpy as np
 from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
 from engines.text.chunker import Chunker, ChunkerConfig
+from engines.text.spoken import SpokenFilter
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import AgentText, Transcript, TurnTimings
 from rtc_server.hearing import Hearing, Utterance
-from rtc_server.llm_async import stream_llm
 from rtc_server.session import Session
 from rtc_server.speaker import Prepared, Speaker
 from rtc_server.turn import Turn
@@ -207,12 +207,10 @@ class AgentBehaviour:
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
         chunker = Chunker(ChunkerConfig(first_max_chars=self._config.first_chunk_max_chars))
-        deltas = stream_llm(
-            self._engines.llm, messages, max_new_tokens=self._llm_max_tokens,
-            executor=self._engines.pools.llm,
-        )
+        spoken = SpokenFilter()  # no code, web addresses or markdown reach the voice
+        deltas = aiter(self._engines.llm.stream(messages, max_new_tokens=self._llm_max_tokens))
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
-        async with aclosing(deltas):
+        async with aclosing(deltas):  # type: ignore[type-var]
             async for delta in deltas:
                 if isinstance(delta, Notice):
                     # A holding phrase, cached answer or apology: a whole sentence, spoken at
@@ -221,10 +219,10 @@ class AgentBehaviour:
                     yield str(delta)
                     continue
                 turn.mark("llm_first_token", clock.time())
-                for chunk in chunker.push(delta):
+                for chunk in chunker.push(spoken.push(delta)):
                     turn.mark("first_chunk", clock.time())
                     yield chunk
-        for chunk in chunker.flush():
+        for chunk in [*chunker.push(spoken.flush()), *chunker.flush()]:
             turn.mark("first_chunk", clock.time())
             yield chunk
 

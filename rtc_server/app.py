@@ -139,7 +139,7 @@ class Server:
 
         async def on_cleanup(app: web.Application) -> None:
             if self.engines is not None and self._owns_engines:
-                self.engines.close()  # stops the LLM's child process and the worker pools
+                self.engines.close()  # stops the LLM's decode thread and the worker pools
 
         app.on_shutdown.append(on_shutdown)
         app.on_cleanup.append(on_cleanup)

@@ -36,13 +36,12 @@ class FaceAnimator(Protocol):
 @dataclass
 class Pools:
     asr: ThreadPoolExecutor = field(default_factory=lambda: _pool("asr", 2))
-    llm: ThreadPoolExecutor = field(default_factory=lambda: _pool("llm", 4))
     tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1))
     face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1))
     render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2))
 
     def shutdown(self) -> None:
-        for pool in (self.asr, self.llm, self.tts, self.face, self.render):
+        for pool in (self.asr, self.tts, self.face, self.render):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -60,9 +59,7 @@ class Engines:
     pools: Pools = field(default_factory=Pools)
 
     def close(self) -> None:
-        from engines.llm import close_llm
-
-        close_llm(self.llm)
+        self.llm.close()
         self.pools.shutdown()
 
 

@@ -20,6 +20,7 @@ from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from common.logs import ContextLogger
 from media.audio import InboundAudio
 from media.clock import MediaClock
 from media.idle import FrameSource
@@ -28,7 +29,6 @@ from media.tracks import ClockedAudioTrack, ClockedVideoTrack
 from rtc_server.config import Config
 from rtc_server.events import ErrorEvent, Event, SessionStarted, State, StateChanged, encode
 from rtc_server.ice import rtc_configuration
-from rtc_server.logs import ContextLogger
 from rtc_server.metrics import Metrics
 from rtc_server.tasks import TaskSet
 from signaling.errors import InvalidOffer

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from common.logs import LogfmtFormatter
 from rtc_server.__main__ import main
 from rtc_server.config import Config, load_config
 from rtc_server.dataconf import replace_path
 from rtc_server.errors import ConfigError
 from rtc_server.events import AgentText, StateChanged, TurnTimings, encode
-from rtc_server.logs import LogfmtFormatter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,7 @@ def test_session_logger_keeps_both_context_and_call_fields() -> None:
     """Regression: the stdlib LoggerAdapter dropped a call's `extra` (e.g. close reasons)."""
     import logging
 
-    from rtc_server.logs import ContextLogger
+    from common.logs import ContextLogger
 
     records: list[logging.LogRecord] = []
 

@@ -8,8 +8,7 @@ these run in milliseconds and pin the conversation logic itself.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -31,24 +30,28 @@ class FakeLLM:
     def __init__(self, reply: str = "Sure. The answer is forty two. Anything else?") -> None:
         self.reply = reply
         self.calls: list[list[ChatMessage]] = []
-        self.cancelled = threading.Event()
-        self.release = threading.Event()
+        self.cancelled = asyncio.Event()
+        self.release = asyncio.Event()
         self.release.set()
         self.fail = False
 
-    def stream(
-        self, messages: Sequence[ChatMessage], *, max_new_tokens: int,
-        stop: Sequence[str] = (), cancel: threading.Event | None = None,
-    ) -> Iterator[str]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]:
         self.calls.append(list(messages))
-        self.release.wait(5)
-        if self.fail:
-            raise RuntimeError("model exploded")
-        for word in self.reply.split(" "):
-            if cancel is not None and cancel.is_set():
-                self.cancelled.set()
-                return
-            yield word + " "
+        try:
+            await self.release.wait()
+            if self.fail:
+                raise RuntimeError("model exploded")
+            for word in self.reply.split(" "):
+                yield word + " "
+                await asyncio.sleep(0)
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled.set()
+            raise
+
+    def close(self) -> None:
+        pass
 
 
 class FakeTTS:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
 
-    from rtc_server.logs import setup_logging
+    from common.logs import setup_logging
 
     setup_logging(args.log_level)
     kwargs: dict[str, str] = {"engine": args.engine}

@@ -172,7 +172,7 @@ def train(steps: int, seed: int, batch: int, threads: int, plan: DataPlan, out: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rtc_server.logs import setup_logging
+    from common.logs import setup_logging
 
     parser = argparse.ArgumentParser(prog="python -m engines.face.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

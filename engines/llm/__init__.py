@@ -1,64 +1,74 @@
-"""LLM engines: chat messages in, streamed text deltas out.
+"""LLM engines: chat messages in, streamed text deltas out (an async iterator).
 
-`create_llm(config)` builds the configured engine ("transformers" local default, or "openai"
-for an OpenAI-compatible HTTP server) with the configured persona, wrapped in `ResilientLLM`
-unless `config.resilient` is False. Heavy packages load lazily inside the engine modules.
+`create_llm(config)` builds the configured engine ("llama-cpp" local default, "transformers"
+for GPUs, or "openai" for an OpenAI-compatible HTTP server) with the persona's prompt and the
+deployment's facts, wrapped in `ResilientLLM` unless `config.resilient` is False. Heavy
+packages load lazily inside the engine modules.
 """
 
 from __future__ import annotations
 
-import functools
-
 from engines.llm.base import ChatLLM, ChatMessage
 from engines.llm.config import LLMConfig
-from engines.llm.errors import InvalidInputError
-from engines.llm.personas import system_prompt
+from engines.llm.personas import persona
+from engines.llm.prompt import PromptBuilder
 from engines.llm.resilience import AnswerCache, Notice, ResilientLLM
 
 __all__ = [
-    "ChatLLM", "ChatMessage", "LLMConfig", "Notice", "ResilientLLM", "build_engine", "close_llm",
-    "create_llm",
+    "ChatLLM", "ChatMessage", "LLMConfig", "Notice", "PromptBuilder", "ResilientLLM",
+    "build_engine", "create_llm", "temperature_of",
 ]
 
 
+def temperature_of(config: LLMConfig) -> float:
+    """The configured temperature, or the persona's default (greedy for the bank)."""
+    return persona(config.persona).temperature if config.temperature is None else config.temperature
+
+
+def build_prompt(config: LLMConfig) -> PromptBuilder:
+    """Persona, facts (loaded and checked now: a bad file stops start-up, named)."""
+    return PromptBuilder.for_persona(
+        config.persona, config.agent_name, config.knowledge, config.system_prompt
+    )
+
+
 def build_engine(config: LLMConfig) -> ChatLLM:
-    """The bare engine of `config` in this process (no resilience wrapper, no child process)."""
-    prompt = config.system_prompt or system_prompt(config.persona, config.agent_name)
+    """The bare engine of `config` in this process (no resilience wrapper)."""
+    prompt = build_prompt(config)
+    temperature = temperature_of(config)
+    if config.engine == "llama-cpp":
+        from engines.llm.llama import LlamaCppLLM
+
+        return LlamaCppLLM(
+            config.model, prompt=prompt, threads=config.threads,
+            context_tokens=config.context_tokens, history_tokens=config.history_tokens,
+            temperature=temperature, top_p=config.top_p,
+            repetition_penalty=config.repetition_penalty, seed=config.seed,
+        )
     if config.engine == "transformers":
         from engines.llm.local import TransformersLLM
 
         return TransformersLLM(
             config.model, device=config.device, precision=config.precision,
-            threads=config.threads, system_prompt=prompt, history_tokens=config.history_tokens,
-            temperature=config.temperature, top_p=config.top_p,
+            threads=config.threads, prompt=prompt, history_tokens=config.history_tokens,
+            temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
         )
-    if config.engine == "openai":
-        from engines.llm.openai_http import OpenAIChatLLM
+    from engines.llm.openai_http import OpenAIChatLLM
 
-        return OpenAIChatLLM(
-            config.base_url, model=config.api_model, api_key=config.api_key,
-            system_prompt=prompt, history_tokens=config.history_tokens,
-            temperature=config.temperature, top_p=config.top_p,
-            connect_timeout_s=config.connect_timeout_s, read_timeout_s=config.read_timeout_s,
-            retries=config.retries,
-        )
-    raise InvalidInputError(f"unknown llm engine {config.engine!r} (transformers, openai)")
+    return OpenAIChatLLM(
+        config.base_url, prompt=prompt, model=config.api_model, api_key=config.api_key,
+        history_tokens=config.history_tokens, temperature=temperature, top_p=config.top_p,
+        seed=config.seed, connect_timeout_s=config.connect_timeout_s,
+        read_timeout_s=config.read_timeout_s, retries=config.retries,
+    )
 
 
 def create_llm(config: LLMConfig | None = None) -> ChatLLM:
-    """Build (and load) the configured chat engine: a local model in its own process unless
-    `config.process` is off, wrapped in `ResilientLLM` unless `config.resilient` is off."""
+    """Build (and load) the configured chat engine, wrapped in `ResilientLLM` unless
+    `config.resilient` is off."""
     config = config or LLMConfig()
-    if config.engine not in ("transformers", "openai"):
-        raise InvalidInputError(f"unknown llm engine {config.engine!r} (transformers, openai)")
-    engine: ChatLLM
-    if config.engine == "transformers" and config.process:
-        from engines.llm.process import ProcessLLM
-
-        engine = ProcessLLM(functools.partial(build_engine, config))
-    else:
-        engine = build_engine(config)
+    engine = build_engine(config)
     if not config.resilient:
         return engine
     cache = (
@@ -68,15 +78,6 @@ def create_llm(config: LLMConfig | None = None) -> ChatLLM:
     )
     return ResilientLLM(
         engine, first_token_deadline_s=config.first_token_deadline_s,
+        answer_deadline_s=config.answer_deadline_s, stall_timeout_s=config.stall_timeout_s,
         holding_phrase=config.holding_phrase, apology=config.apology, answer_cache=cache,
     )
-
-
-def close_llm(llm: ChatLLM) -> None:
-    """Release what an engine holds (a child process); a no-op for engines without one."""
-    while llm is not None:
-        close = getattr(llm, "close", None)
-        if close is not None:
-            close()
-            return
-        llm = getattr(llm, "inner", None)  # type: ignore[assignment]

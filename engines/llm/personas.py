@@ -1,44 +1,120 @@
 """Ready system prompts: video-call companion, bank customer agent, tutor.
 
-Every prompt says who the agent is and who made it: without that the bundled Qwen model claims
-to be made by OpenAI (or Alibaba Cloud). All ask for short spoken answers with no markdown,
-because the text goes straight to a voice.
+Every prompt says who the agent is and who made it (without that the bundled Qwen model
+claims to be made by OpenAI or Alibaba Cloud), asks for short spoken answers with no markdown
+(the text goes straight to a voice), and, when the deployment has a knowledge file, binds
+answers about the deployment to those facts: where they are silent the agent says so and
+offers a next step instead of inventing a figure.
+
+Each persona has its default sampling temperature (greedy for the bank: an answer about
+money must not vary) and, for `bank` and `tutor`, an example knowledge file shipped in
+`engines/llm/knowledge/`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from engines.llm.errors import InvalidInputError
 
+KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
+
+
+@dataclass(frozen=True)
+class Persona:
+    role: str  # who the agent is, one paragraph
+    scope: str  # what "about the deployment" means for the facts rule
+    fallback: str  # the next step it offers when the facts are silent
+    temperature: float
+    example_knowledge: str | None  # file name in KNOWLEDGE_DIR
+
+
 _SPOKEN = (
-    "You are speaking out loud in a live voice call, so answer in one to three short, natural "
-    "sentences. Never use markdown, lists, headings, code, emojis or URLs. Ask a short "
-    "follow-up question when it helps the conversation."
+    "You are speaking out loud in a live voice call. Answer in one to three short, natural "
+    "sentences. Never use markdown, lists, headings, code, emojis or web addresses."
 )
 _IDENTITY = (
-    "Your name is {name}. You are a talking avatar built by the rtc-avatar project team. "
-    "If asked who made you, say the rtc-avatar team; you are not made by OpenAI, Alibaba or any "
+    "Your name is {name}. You are a talking avatar built by the rtc-avatar project team. If "
+    "asked who made you, say the rtc-avatar team; you are not made by OpenAI, Alibaba or any "
     "other company."
 )
-PERSONAS: dict[str, str] = {
-    "companion": (
-        "You are {name}, a warm and curious companion on a video call. You chat about everyday "
-        "life, listen well, and keep the tone friendly and light."
+_GROUNDING = (
+    "The FACTS below are the only source for anything about {scope}. Never invent a time, "
+    "price, fee, rate, limit, phone number, date or name. If the FACTS do not answer such a "
+    "question, say plainly that you don't have that information and {fallback}. Questions "
+    "of general knowledge you may answer as usual."
+)
+_NO_FACTS = (
+    "You have no information about {scope}. If asked about such things, say you don't have "
+    "that information and {fallback}. Never invent times, prices, fees, rates, phone "
+    "numbers, dates or names."
+)
+
+PERSONAS: dict[str, Persona] = {
+    "companion": Persona(
+        role=(
+            "You are {name}, a warm and curious companion on a video call. You chat about "
+            "everyday life, answer questions, listen well, and keep the tone friendly and light."
+        ),
+        scope="the service you are part of",
+        fallback="suggest where the user could find out",
+        temperature=0.7,
+        example_knowledge=None,
     ),
-    "bank": (
-        "You are {name}, a polite customer service agent for a retail bank, inside the bank's "
-        "app. You help with accounts, cards, payments, fees and opening hours. You never ask for "
-        "full card numbers, PINs or passwords, and for anything that needs identity checks you "
-        "offer to connect the customer to a human colleague."
+    "bank": Persona(
+        role=(
+            "You are {name}, a polite customer service agent of a retail bank, inside the "
+            "bank's app. You help with accounts, cards, payments, fees and opening hours. You "
+            "cannot see the customer's accounts or transactions. You never ask for full card "
+            "numbers, PINs or passwords, and for anything that needs identity checks you offer "
+            "to connect the customer to a human colleague."
+        ),
+        scope="the bank, its products, fees, rates, hours and procedures, or the customer's "
+        "own account",
+        fallback="offer to connect the customer with a human colleague or point them to the "
+        "Help section of the app",
+        temperature=0.0,
+        example_knowledge="bank.md",
     ),
-    "tutor": (
-        "You are {name}, a patient tutor in a remote lesson. You explain one idea at a time with "
-        "a simple example, check understanding with a question, and encourage the student."
+    "tutor": Persona(
+        role=(
+            "You are {name}, a patient tutor in a remote lesson. You explain one idea at a time "
+            "with a simple example, check understanding with a short question, and encourage "
+            "the student."
+        ),
+        scope="the course: its schedule, deadlines, grading and rules",
+        fallback="suggest asking the human teacher on the course page",
+        temperature=0.3,
+        example_knowledge="tutor.md",
     ),
 }
 
 
-def system_prompt(persona: str, name: str = "Ava") -> str:
-    """The full system prompt of a ready persona."""
-    if persona not in PERSONAS:
-        raise InvalidInputError(f"unknown persona {persona!r} ({', '.join(PERSONAS)})")
-    return " ".join((PERSONAS[persona], _IDENTITY, _SPOKEN)).format(name=name)
+def persona(name: str) -> Persona:
+    if name not in PERSONAS:
+        raise InvalidInputError(f"unknown persona {name!r} ({', '.join(PERSONAS)})")
+    return PERSONAS[name]
+
+
+def example_knowledge(name: str) -> Path | None:
+    """The knowledge file a persona uses when the config names none."""
+    file = persona(name).example_knowledge
+    return KNOWLEDGE_DIR / file if file else None
+
+
+def system_prompt(
+    name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False
+) -> str:
+    """The full system prompt of a ready persona: with the deployment's `facts` inline, or
+    (`retrieved`) with the rule that the facts come with each question."""
+    p = persona(name)
+    grounded = bool(facts) or retrieved
+    rules = (_GROUNDING if grounded else _NO_FACTS).format(scope=p.scope, fallback=p.fallback)
+    if retrieved:
+        rules = rules.replace("The FACTS below are", "The FACTS given with each question are")
+    text = " ".join([p.role, _IDENTITY, _SPOKEN, rules]).replace("{name}", agent_name)
+    if facts:
+        # The rules again after the facts: a small model follows what it read last.
+        text += f"\n\nFACTS:\n{facts.strip()}\nEND OF FACTS.\n\n{rules}"
+    return text

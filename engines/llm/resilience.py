@@ -1,35 +1,32 @@
-"""Resilience around any `ChatLLM`: answer cache, holding phrase, apology instead of silence.
+"""Resilience around any `ChatLLM`: answer cache, holding phrase, deadlines, apology.
 
-`ResilientLLM(inner, ...)` is itself a `ChatLLM`; its `stream()` still yields `str`, but the
-deltas it makes up itself are `Notice` objects (a `str` subclass with a `kind`), so a caller can
-tell them apart with `isinstance(delta, Notice)`:
+`ResilientLLM(inner, ...)` is itself a `ChatLLM`; its deltas are `str`, but those it makes up
+itself are `Notice` objects (a `str` subclass with a `kind`), so a caller can tell them apart:
 
 - `"cached"`: the last user message matched a question in the answer cache; the cached answer
   is the whole reply and the LLM is not called;
-- `"holding"`: no first token within `first_token_deadline_s`; the holding phrase comes first and
-  the real answer follows when it arrives;
-- `"apology"`: the engine failed (or produced nothing) before saying anything.
+- `"holding"`: no first token within `first_token_deadline_s`; the holding phrase comes first
+  and the real answer follows when it arrives;
+- `"apology"`: the engine failed, answered nothing, or had not begun by `answer_deadline_s`.
 
-A notice is always a complete sentence ending with a space, emitted while nothing else is
-pending, so it can go to the voice at once without waiting in the clause chunker. The inner
-stream runs on a helper thread so the deadline holds even while the engine blocks.
+After the first token, a gap longer than `stall_timeout_s` ends the answer where it is (what
+was said stays said). A notice is a complete sentence ending with a space, emitted while
+nothing else is pending, so it can go to the voice at once without the clause chunker. All of
+it is asyncio timing around the inner stream: no extra thread, no polling.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import queue
-import threading
-import time
-from collections.abc import Generator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
 from engines.llm.base import ChatLLM, ChatMessage
 from engines.llm.errors import InvalidInputError, ModelLoadError
 
 logger = logging.getLogger(__name__)
-_DONE = object()
 
 
 class Notice(str):
@@ -96,78 +93,78 @@ class ResilientLLM:
         inner: ChatLLM,
         *,
         first_token_deadline_s: float = 2.0,
+        answer_deadline_s: float = 12.0,
+        stall_timeout_s: float = 5.0,
         holding_phrase: str = "Hmm, let me think about that.",
         apology: str = "Sorry, I'm having trouble answering right now.",
         answer_cache: AnswerCache | None = None,
     ) -> None:
-        if first_token_deadline_s <= 0:
-            raise InvalidInputError("first_token_deadline_s must be > 0")
+        if min(first_token_deadline_s, answer_deadline_s, stall_timeout_s) <= 0:
+            raise InvalidInputError("deadlines must be > 0")
         self.inner = inner
         self.first_token_deadline_s = first_token_deadline_s
+        self.answer_deadline_s = max(answer_deadline_s, first_token_deadline_s)
+        self.stall_timeout_s = stall_timeout_s
         self.holding_phrase = _sentence(holding_phrase)
         self.apology = _sentence(apology)
         self.answer_cache = answer_cache
 
-    def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        cancel: threading.Event | None = None,
-    ) -> Generator[str, None, None]:
+    def close(self) -> None:
+        self.inner.close()
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncGenerator[str, None]:
         users = [m for m in messages if m.role == "user"]
         if self.answer_cache is not None and users:
             answer = self.answer_cache.match(users[-1].content)
             if answer is not None:
                 yield Notice(_sentence(answer), "cached")
                 return
-        inner_cancel = threading.Event()
-        deltas: queue.Queue[object] = queue.Queue()
-
-        def pump() -> None:
-            try:
-                for delta in self.inner.stream(
-                    messages, max_new_tokens=max_new_tokens, stop=stop, cancel=inner_cancel
-                ):
-                    deltas.put(delta)
-            except BaseException as exc:  # handed over to the consumer below
-                deltas.put(exc)
-            finally:
-                deltas.put(_DONE)
-
-        worker = threading.Thread(target=pump, name="llm-resilient", daemon=True)
-        worker.start()
-        deadline = time.monotonic() + self.first_token_deadline_s
-        said = held = False
+        deltas = aiter(self.inner.stream(messages, max_new_tokens=max_new_tokens, stop=stop))
+        first = asyncio.ensure_future(_first_text(deltas))
+        said = False
         try:
-            while True:
-                # Short waits so the deadline and the caller's cancel are both honoured.
-                try:
-                    item = deltas.get(timeout=0.05)
-                except queue.Empty:
-                    if cancel is not None and cancel.is_set():
-                        return
-                    late = time.monotonic() >= deadline
-                    if not said and not held and late and self.holding_phrase:
-                        held = True
-                        yield Notice(self.holding_phrase, "holding")
-                    continue
-                if cancel is not None and cancel.is_set():
-                    return
-                if item is _DONE:
-                    break
-                if isinstance(item, BaseException):
-                    if not isinstance(item, Exception):
-                        raise item
-                    logger.error("LLM engine failed: %s", item, exc_info=item)
-                    break
-                assert isinstance(item, str)
-                if item:
-                    said = True
-                    yield item
-            if not said and self.apology:
-                yield Notice(self.apology, "apology")
+            done, _ = await asyncio.wait({first}, timeout=self.first_token_deadline_s)
+            if not done:
+                if self.holding_phrase:
+                    yield Notice(self.holding_phrase, "holding")
+                left = self.answer_deadline_s - self.first_token_deadline_s
+                done, _ = await asyncio.wait({first}, timeout=left)
+            if not done:
+                logger.warning("LLM gave no answer within %.1f s", self.answer_deadline_s)
+            elif (text := first.result()) is not None:
+                said = True
+                yield text
+                while True:
+                    async with asyncio.timeout(self.stall_timeout_s):
+                        delta = await anext(deltas, None)
+                    if delta is None:
+                        break
+                    yield delta
+        except TimeoutError:
+            logger.warning("LLM stalled for %.1f s mid-answer; ending it", self.stall_timeout_s)
+        except InvalidInputError:
+            raise  # the caller's mistake, not the engine's
+        except Exception as exc:  # a failing engine is answered, not propagated
+            logger.error("LLM engine failed: %s", exc, exc_info=exc)
         finally:
-            inner_cancel.set()
-            worker.join(timeout=1.0)
+            if not first.done():
+                first.cancel()
+                await asyncio.wait({first})
+            await _aclose(deltas)
+        if not said and self.apology:
+            yield Notice(self.apology, "apology")
+
+
+async def _first_text(deltas: AsyncIterator[str]) -> str | None:
+    async for delta in deltas:
+        if delta:
+            return delta
+    return None
+
+
+async def _aclose(deltas: AsyncIterator[str]) -> None:
+    close = getattr(deltas, "aclose", None)
+    if close is not None:
+        await close()

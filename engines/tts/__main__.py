@@ -12,8 +12,8 @@ import wave
 
 import numpy as np
 
+from common.logs import setup_logging
 from engines.tts import TTSConfig, create_tts
-from rtc_server.logs import setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,7 +82,7 @@ def render(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rtc_server.logs import setup_logging
+    from common.logs import setup_logging
 
     parser = argparse.ArgumentParser(prog="python -m media.avatar")
     sub = parser.add_subparsers(dest="command", required=True)

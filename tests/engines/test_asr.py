@@ -256,11 +256,11 @@ def test_cli_transcribes_a_44k_stereo_wav(
     """`python -m engines.asr FILE.wav`: other rates and channels are converted, not misread."""
     import soxr
 
-    import rtc_server.logs
+    import common.logs
     from engines.asr.__main__ import main
 
     # the CLI configures process-wide logging; keep the test session's logging as it is
-    monkeypatch.setattr(rtc_server.logs, "setup_logging", lambda level="INFO": None)
+    monkeypatch.setattr(common.logs, "setup_logging", lambda level="INFO": None)
 
     speech = synth(SENTENCES[2])
     pcm = np.concatenate([np.zeros(SR // 2, np.int16), speech, np.zeros(SR // 2, np.int16)])

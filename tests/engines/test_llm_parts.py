@@ -3,10 +3,9 @@ wrapper (holding phrase, apology, answer cache, cancellation) around scripted fa
 
 from __future__ import annotations
 
+import asyncio
 import json
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -89,7 +88,7 @@ def test_personas_say_who_they_are() -> None:
 
 
 class Scripted:
-    """Fake ChatLLM: waits `delay` s, then yields `deltas` (or raises `error`)."""
+    """Fake ChatLLM: waits `delay` s, then yields `deltas` `gap` s apart (or raises `error`)."""
 
     def __init__(
         self, deltas: Sequence[str], delay: float = 0.0, error: Exception | None = None,
@@ -97,75 +96,104 @@ class Scripted:
     ) -> None:
         self.deltas, self.delay, self.error, self.gap = deltas, delay, error, gap
         self.calls = 0
-        self.stopped_early = threading.Event()
+        self.closed = asyncio.Event()  # the stream was closed or cancelled before its end
+        self.finished = False
 
-    def stream(
-        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = (),
-        cancel: threading.Event | None = None,
-    ) -> Iterator[str]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]:
         self.calls += 1
-        cancel = cancel or threading.Event()
-        if cancel.wait(self.delay):
-            self.stopped_early.set()
-            return
-        for d in self.deltas:
-            if cancel.is_set():
-                self.stopped_early.set()
-                return
-            yield d
-            cancel.wait(self.gap)
-        if self.error:
-            raise self.error
+        try:
+            await asyncio.sleep(self.delay)
+            for d in self.deltas:
+                yield d
+                await asyncio.sleep(self.gap)
+            if self.error:
+                raise self.error
+            self.finished = True
+        finally:
+            if not self.finished:
+                self.closed.set()
+
+    def close(self) -> None:
+        pass
 
 
 MSGS = [ChatMessage("user", "What are your opening hours?")]
 
 
-def collect(llm: ResilientLLM, cancel: threading.Event | None = None) -> list[str]:
-    return list(llm.stream(MSGS, max_new_tokens=10, cancel=cancel))
+async def collect(llm: ResilientLLM, messages: list[ChatMessage] = MSGS) -> list[str]:
+    return [d async for d in llm.stream(messages, max_new_tokens=10)]
 
 
-def test_fast_answer_passes_through_untouched() -> None:
-    out = collect(ResilientLLM(Scripted(["Hi", " there."]), first_token_deadline_s=1.0))
+async def test_fast_answer_passes_through_untouched() -> None:
+    out = await collect(ResilientLLM(Scripted(["Hi", " there."]), first_token_deadline_s=1.0))
     assert out == ["Hi", " there."] and not any(isinstance(d, Notice) for d in out)
 
 
-def test_holding_phrase_after_the_deadline_then_the_answer() -> None:
-    llm = ResilientLLM(Scripted(["Late", " answer."], delay=0.4), first_token_deadline_s=0.1,
+async def test_holding_phrase_after_the_deadline_then_the_answer() -> None:
+    llm = ResilientLLM(Scripted(["Late", " answer."], delay=0.3), first_token_deadline_s=0.05,
                        holding_phrase="One moment.")
-    out = collect(llm)
+    out = await collect(llm)
     assert out == ["One moment. ", "Late", " answer."]
     assert isinstance(out[0], Notice) and out[0].kind == "holding"
 
 
-def test_failure_before_any_text_gives_the_apology() -> None:
+async def test_no_answer_by_the_deadline_is_an_apology_and_stops_the_engine() -> None:
+    inner = Scripted(["Too", " late."], delay=5.0)
+    llm = ResilientLLM(inner, first_token_deadline_s=0.02, answer_deadline_s=0.1,
+                       holding_phrase="One moment.", apology="Sorry.")
+    out = await collect(llm)
+    assert [(type(d), d.kind) for d in out if isinstance(d, Notice)] == [
+        (Notice, "holding"), (Notice, "apology")]
+    assert inner.closed.is_set() and not inner.finished
+
+
+async def test_a_stall_mid_answer_ends_it_where_it_is() -> None:
+    inner = Scripted(["Part", " one", " never"], gap=1.0)
+    llm = ResilientLLM(inner, stall_timeout_s=0.1)
+    assert await collect(llm) == ["Part"]
+    assert inner.closed.is_set()
+
+
+async def test_failure_before_any_text_gives_the_apology() -> None:
     llm = ResilientLLM(Scripted([], error=LLMError("boom")), apology="Sorry about that")
-    out = collect(llm)
+    out = await collect(llm)
     assert out == ["Sorry about that "] and isinstance(out[0], Notice) and out[0].kind == "apology"
     # An empty answer is silence too.
-    assert collect(ResilientLLM(Scripted([]), apology="Sorry.")) == ["Sorry. "]
+    assert await collect(ResilientLLM(Scripted([]), apology="Sorry.")) == ["Sorry. "]
 
 
-def test_failure_after_text_ends_the_answer_quietly() -> None:
-    out = collect(ResilientLLM(Scripted(["Part", " one"], error=LLMError("boom"))))
+async def test_failure_after_text_ends_the_answer_quietly() -> None:
+    out = await collect(ResilientLLM(Scripted(["Part", " one"], error=LLMError("boom"))))
     assert out == ["Part", " one"]
 
 
-def test_cancel_reaches_the_inner_engine() -> None:
-    inner = Scripted(["a"] * 100, gap=0.02)
-    cancel = threading.Event()
+async def test_leaving_the_loop_reaches_the_inner_engine() -> None:
+    inner = Scripted(["a"] * 100, gap=0.01)
     llm = ResilientLLM(inner, first_token_deadline_s=5)
     got = []
-    t0 = time.monotonic()
-    for d in llm.stream(MSGS, max_new_tokens=10, cancel=cancel):
+    stream = llm.stream(MSGS, max_new_tokens=10)
+    async for d in stream:
         got.append(d)
         if len(got) == 3:
-            cancel.set()
-    assert len(got) <= 4 and time.monotonic() - t0 < 1.0
-    assert inner.stopped_early.wait(1.0)
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert len(got) == 3 and inner.closed.is_set()
 
 
-def test_answer_cache_answers_without_the_llm(tmp_path: Path) -> None:
+async def test_cancelling_the_consumer_reaches_the_inner_engine() -> None:
+    inner = Scripted(["a"] * 100, delay=10.0)
+    llm = ResilientLLM(inner, first_token_deadline_s=5)
+    task = asyncio.ensure_future(collect(llm))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert inner.closed.is_set()
+
+
+async def test_answer_cache_answers_without_the_llm(tmp_path: Path) -> None:
     path = tmp_path / "faq.json"
     path.write_text(json.dumps([
         {"questions": ["What are your opening hours?", "When are you open?"],
@@ -174,14 +202,14 @@ def test_answer_cache_answers_without_the_llm(tmp_path: Path) -> None:
     ]))
     inner = Scripted(["from", " the", " model"])
     llm = ResilientLLM(inner, answer_cache=AnswerCache.load(path))
-    out = collect(llm)
+    out = await collect(llm)
     assert out == ["We are open nine to five, Monday to Friday. "]
     assert isinstance(out[0], Notice) and out[0].kind == "cached" and inner.calls == 0
     cache = AnswerCache.load(path)
     assert cache.match("when are you open") is not None  # case and punctuation do not matter
     assert cache.match("how do i reset my pin") == "In the app, under Cards."
     assert cache.match("What is the weather like on Mars?") is None
-    out = list(llm.stream([ChatMessage("user", "Tell me a joke")], max_new_tokens=5))
+    out = await collect(llm, [ChatMessage("user", "Tell me a joke")])
     assert "".join(out) == "from the model" and inner.calls == 1
 
 

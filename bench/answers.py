@@ -1,0 +1,299 @@
+"""Benchmark: how good and how fast the default LLM's answers are, per kind of question.
+
+Each question has an accept rule (any of several patterns; for questions the facts do not
+cover: no figure that is not in the facts, and a "don't know / next step" answer). Categories:
+general knowledge (companion persona, no facts), bank questions the facts file answers, bank
+questions it does not, tutor questions (course facts and physics), follow-ups that need the
+history, and Chinese. Every conversation starts fresh, as a new session would, with the
+persona and facts already in the KV cache (loaded and warmed once per persona).
+
+Prints accuracy per category, the rate of invented figures on the not-covered questions, the
+first speakable chunk (the agent's clause chunker, first chunk cut past 20 characters) p50/p95
+and decode tokens/s, then every answer that failed its rule.
+
+    .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
+        [--knowledge-bank FILE] [--knowledge-tutor FILE] [--show]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import re
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.stats import pct  # noqa: E402
+from engines.llm import ChatMessage, LLMConfig, build_engine  # noqa: E402
+from engines.llm.personas import example_knowledge  # noqa: E402
+from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
+from engines.text.spoken import SpokenFilter  # noqa: E402
+
+DONT_KNOW = (
+    r"don'?t have|do not have|not sure|don'?t know|do not know|no information|not able to|"
+    r"unable to|can'?t (?:see|access|tell|check|provide)|cannot (?:see|access|tell|check|provide)|"
+    r"colleague|help section|customer (?:service|support|line)|contact|teacher|course page|"
+    r"not (?:covered|available|listed|in (?:the|my))"
+)
+NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "fifteen": "15", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
+    "hundred": "100", "thousand": "1000",
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    category: str
+    persona: str
+    turns: tuple[str, ...]  # earlier user turns (answered by the model), then the question
+    accept: tuple[str, ...] = ()  # any of these regexes (case-insensitive) must match
+    not_covered: bool = False  # must not invent figures; must say it doesn't know
+
+
+def q(category: str, persona: str, *turns: str, accept: Sequence[str] = (),
+      not_covered: bool = False) -> Question:
+    return Question(category, persona, tuple(turns), tuple(accept), not_covered)
+
+
+QUESTIONS: tuple[Question, ...] = (
+    # General knowledge: the companion, no facts.
+    q("general", "companion", "What is the capital of Australia?", accept=["canberra"]),
+    q("general", "companion", "How many days are there in a leap year?", accept=["366"]),
+    q("general", "companion", "At what temperature does water boil at sea level?",
+      accept=[r"\b100\b", "hundred", "212"]),
+    q("general", "companion", "Which is the largest planet in our solar system?",
+      accept=["jupiter"]),
+    q("general", "companion", "Who wrote Romeo and Juliet?", accept=["shakespeare"]),
+    q("general", "companion", "How many continents are there?", accept=[r"\b7\b", "seven"]),
+    q("general", "companion", "What is the chemical symbol for gold?", accept=[r"\bau\b"]),
+    q("general", "companion", "How many legs does a spider have?", accept=[r"\b8\b", "eight"]),
+    q("general", "companion", "What gas do plants take in from the air to make food?",
+      accept=["carbon dioxide", "co2"]),
+    q("general", "companion", "What is the tallest mountain in the world?", accept=["everest"]),
+    q("general", "companion", "What is the square root of eighty-one?", accept=[r"\b9\b", "nine"]),
+    q("general", "companion", "Which ocean is the largest?", accept=["pacific"]),
+    q("general", "companion", "Who wrote the novel Nineteen Eighty-Four?", accept=["orwell"]),
+    q("general", "companion", "How many minutes are there in two hours?",
+      accept=[r"\b120\b", "hundred and twenty", "hundred twenty"]),
+    # Bank, answered by the facts file.
+    q("bank_covered", "bank", "When are your branches open on Saturday?",
+      accept=[r"9(?::00)?\s*(?:am|a\.m\.)?\s*(?:to|-|until|and)\s*(?:13|1)",
+              "nine.*(one|thirteen)"]),
+    q("bank_covered", "bank", "Are you open on Sundays?", accept=[r"\bclosed\b", r"\bnot open\b",
+                                                                  r"\bno\b"]),
+    q("bank_covered", "bank", "I lost my card. What should I do?",
+      accept=["freeze", "0800 123 4568", "card line"]),
+    q("bank_covered", "bank", "How long does a replacement card take to arrive?",
+      accept=[r"\b5\b", "five"]),
+    q("bank_covered", "bank", "What is the phone number of your customer line?",
+      accept=[r"0800 123 4567"]),
+    q("bank_covered", "bank", "How much does it cost to pay by card abroad?",
+      accept=[r"2\.75"]),
+    q("bank_covered", "bank", "How much is an international transfer?",
+      accept=[r"\b5 pounds", r"£\s?5\b", "five pounds"]),
+    q("bank_covered", "bank", "What interest does the Easy Saver account pay?",
+      accept=[r"3\.1"]),
+    q("bank_covered", "bank", "What is the daily limit for transfers in the app?",
+      accept=[r"10,?000", "ten thousand"]),
+    q("bank_covered", "bank", "What do I need to open an account?",
+      accept=["passport", "driving licen[cs]e"]),
+    q("bank_covered", "bank", "Is there a monthly fee for the Everyday account?",
+      accept=[r"\bno\b", "free", "no monthly fee"]),
+    q("bank_covered", "bank", "Someone called and asked for my PIN. Is that you?",
+      accept=["never", "not us", r"\bno\b", "won'?t", "will not"]),
+    # Bank, not in the facts: no figures, an honest "I don't know" and a next step.
+    q("bank_not_covered", "bank", "What is your current mortgage interest rate?", not_covered=True),
+    q("bank_not_covered", "bank", "What is my account balance right now?", not_covered=True),
+    q("bank_not_covered", "bank", "How much does a car loan cost per month?", not_covered=True),
+    q("bank_not_covered", "bank", "What is the annual fee of your credit card?", not_covered=True),
+    q("bank_not_covered", "bank", "What is the address of your branch in Leeds?",
+      not_covered=True),
+    q("bank_not_covered", "bank", "How long does it take for a cheque to clear?",
+      not_covered=True),
+    q("bank_not_covered", "bank", "What is today's exchange rate for euros?", not_covered=True),
+    q("bank_not_covered", "bank", "How much does a safe deposit box cost?", not_covered=True),
+    q("bank_not_covered", "bank", "What are your fees for buying shares?", not_covered=True),
+    q("bank_not_covered", "bank", "How much can I borrow on an arranged overdraft?",
+      not_covered=True),
+    # Tutor: course facts and the subject itself.
+    q("tutor", "tutor", "When is the live lesson each week?", accept=["tuesday"]),
+    q("tutor", "tutor", "What do we study in week three?", accept=["newton", "laws of motion"]),
+    q("tutor", "tutor", "How much does the final exam count towards the grade?",
+      accept=[r"\b60\b", "sixty"]),
+    q("tutor", "tutor", "When is the deadline for the weekly quiz?", accept=["sunday"]),
+    q("tutor", "tutor", "What is Newton's second law?",
+      accept=[r"mass.*acceleration", r"f\s*=\s*m\s*[*x×·]?\s*a", r"force equals"]),
+    q("tutor", "tutor", "What is the unit of force?", accept=["newton"]),
+    q("tutor", "tutor", "What is the pass mark for the course?", accept=[r"\b50\b", "fifty"]),
+    q("tutor", "tutor", "Can I get a one-to-one session with a human teacher?",
+      accept=["book", "course page", "yes"]),
+    # Follow-ups that need the history.
+    q("follow_up", "companion", "Hi! My name is Priya.", "What is my name?", accept=["priya"]),
+    q("follow_up", "companion", "I have two cats and one dog.", "How many pets do I have?",
+      accept=[r"\b3\b", "three"]),
+    q("follow_up", "bank", "I want to send money to my sister in Spain.",
+      "How much will that cost me?", accept=[r"\b5 pounds", r"£\s?5\b", "five pounds"]),
+    q("follow_up", "tutor", "What do we cover in week two?", "And in the week after that?",
+      accept=["newton", "laws of motion"]),
+    q("follow_up", "companion", "What is the capital of Italy?",
+      "What is a famous old building there?",
+      accept=["colosseum", "coliseum", "pantheon", "vatican", "st\\.? peter", "forum"]),
+    # Chinese.
+    q("chinese", "companion", "中国的首都是哪里？", accept=["北京"]),
+    q("chinese", "companion", "一年有几个月？", accept=["十二", r"\b12\b"]),
+    q("chinese", "companion", "太阳系中最大的行星是什么？", accept=["木星"]),
+    q("chinese", "bank", "我的银行卡丢了，我该怎么办？",
+      accept=["冻结", "0800 123 4568", "挂失", "freeze"]),
+)
+
+
+def figures(text: str) -> set[str]:
+    """Numbers an answer states: digit groups and common number words, as digits."""
+    found = {d.replace(",", "") for d in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+    found |= {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS}
+    return {f.rstrip(".") for f in found}
+
+
+@dataclass
+class Result:
+    question: Question
+    answer: str
+    ok: bool
+    invented: bool = False
+    first_chunk_s: float | None = None
+    tokens_per_s: float | None = None
+
+
+@dataclass
+class Engines:
+    config: dict[str, LLMConfig]
+    cache: dict[str, object] = field(default_factory=dict)
+
+
+async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[str, float, float]:
+    """Answer every turn in order (a fresh conversation); timings of the last answer."""
+    history: list[ChatMessage] = []
+    answer, first, rate = "", float("nan"), float("nan")
+    for turn in turns:
+        history.append(ChatMessage("user", turn))
+        chunker = Chunker(ChunkerConfig(first_max_chars=20))
+        spoken = SpokenFilter()
+        parts: list[str] = []
+        t0 = time.perf_counter()
+        first = rate = float("nan")
+        t_first_token: float | None = None
+        deltas = 0
+        async for delta in llm.stream(history, max_new_tokens=max_new_tokens):  # type: ignore[attr-defined]
+            now = time.perf_counter()
+            t_first_token = t_first_token or now
+            deltas += 1
+            parts.append(delta)
+            if chunker.push(spoken.push(delta)) and first != first:
+                first = now - t0
+        end = time.perf_counter()
+        if first != first:
+            first = end - t0
+        if t_first_token is not None and deltas > 1 and end > t_first_token:
+            rate = (deltas - 1) / (end - t_first_token)
+        answer = "".join(parts).strip()
+        history.append(ChatMessage("assistant", answer))
+    return answer, first, rate
+
+
+def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
+    """(accepted, invented a figure)."""
+    if question.not_covered:
+        invented = bool(figures(answer) - figures(facts))
+        honest = re.search(DONT_KNOW, answer, re.I) is not None
+        return honest and not invented, invented
+    ok = any(re.search(p, answer, re.I | re.S) for p in question.accept)
+    return ok, False
+
+
+async def run(args: argparse.Namespace) -> list[Result]:
+    knowledge = {"bank": args.knowledge_bank, "tutor": args.knowledge_tutor}
+    results: list[Result] = []
+    for persona in ("companion", "bank", "tutor"):
+        config = LLMConfig(
+            model=args.model, persona=persona, knowledge=knowledge.get(persona), seed=0,
+            threads=args.threads, temperature=args.temperature,
+        )
+        path = config.knowledge or example_knowledge(persona)
+        facts = Path(path).read_text() if path else ""  # noqa: ASYNC240 - once, at set-up
+        t0 = time.perf_counter()
+        llm = build_engine(config)
+        print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        try:
+            for question in [x for x in QUESTIONS if x.persona == persona]:
+                for _ in range(args.runs):
+                    answer, first, rate = await ask(llm, question.turns, args.max_new_tokens)
+                    ok, invented = judge(question, answer, facts)
+                    results.append(Result(question, answer, ok, invented, first, rate))
+                    if args.show:
+                        mark = "ok " if ok else "BAD"
+                        print(f"[{mark}] {question.turns[-1]} -> {answer}", file=sys.stderr)
+        finally:
+            llm.close()
+    return results
+
+
+def report(results: list[Result], args: argparse.Namespace) -> None:
+    by_cat: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_cat[r.question.category].append(r)
+    print(f"\n{time.strftime('%Y-%m-%d')}, {platform.machine()}, model "
+          f"{args.model or 'qwen2.5-coder-1.5b'}, {args.threads} thread(s), "
+          f"temperature {'persona default' if args.temperature is None else args.temperature}\n")
+    print("| category | questions | accepted | accuracy |")
+    print("|---|---|---|---|")
+    for cat, rs in by_cat.items():
+        good = sum(r.ok for r in rs)
+        print(f"| {cat} | {len(rs)} | {good} | {100 * good / len(rs):.0f}% |")
+    nc = by_cat.get("bank_not_covered", [])
+    if nc:
+        bad = sum(r.invented for r in nc)
+        print(f"\nInvented figures on not-covered questions: {bad}/{len(nc)} "
+              f"({100 * bad / len(nc):.0f}%)")
+    firsts = [r.first_chunk_s for r in results if r.first_chunk_s is not None]
+    rates = [r.tokens_per_s for r in results if r.tokens_per_s == r.tokens_per_s]
+    print("\n| measure | p50 | p95 | n |")
+    print("|---|---|---|---|")
+    print(f"| first speakable chunk | {pct(firsts, 0.5) * 1000:.0f} ms | "
+          f"{pct(firsts, 0.95) * 1000:.0f} ms | {len(firsts)} |")
+    print(f"| decode | {pct(rates, 0.5):.1f} tok/s | {pct(rates, 0.05):.1f} tok/s (p5) | "
+          f"{len(rates)} |")
+    failed = [r for r in results if not r.ok]
+    if failed:
+        print("\nNot accepted:")
+        for r in failed:
+            print(f"- [{r.question.category}] {r.question.turns[-1]!r} -> {r.answer!r}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--threads", type=int, default=LLMConfig.threads)
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--max-new-tokens", type=int, default=120)
+    parser.add_argument("--knowledge-bank", default=None)
+    parser.add_argument("--knowledge-tutor", default=None)
+    parser.add_argument("--show", action="store_true", help="print every answer as it comes")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    report(results, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Pieces every layer may import: logging set-up and the context logger."""

@@ -1,0 +1,69 @@
+"""The one hop between the event loop and a synchronous decode loop: a dedicated thread.
+
+`DecodeThread.stream(job)` runs `job(cancel)` (a sync iterator of text deltas that checks the
+`threading.Event` before every token) on the engine's own single thread and hands each delta
+to the awaiting coroutine with `loop.call_soon_threadsafe`: no queue polling, no second
+thread. Jobs run one at a time, in order (one model, one KV cache); a job still waiting for
+the thread is dropped when its consumer goes away, a running one stops at its next token.
+
+The thread also owns whatever the model needs to live on one thread (a CUDA context, a
+llama.cpp context): every call into the model happens there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+Job = Callable[[threading.Event], Iterable[str]]
+_DONE = object()
+
+
+class DecodeThread:
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on the decode thread and wait for it (loading, warm-up, token counts)."""
+        return self._pool.submit(fn).result()
+
+    async def stream(self, job: Job) -> AsyncGenerator[str, None]:
+        loop = asyncio.get_running_loop()
+        # Unbounded: the producer is a thread that must never block on the loop; the job's
+        # own token limit bounds it.
+        deltas: asyncio.Queue[object] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def hand_over(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(deltas.put_nowait, item)
+            except RuntimeError:  # the loop closed under us: nobody is listening any more
+                cancel.set()
+
+        def run() -> None:
+            try:
+                for delta in job(cancel):
+                    if cancel.is_set():
+                        break
+                    hand_over(delta)
+                hand_over(_DONE)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+                hand_over(exc)
+
+        future = self._pool.submit(run)
+        try:
+            while (item := await deltas.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                assert isinstance(item, str)
+                yield item
+        finally:
+            cancel.set()
+            future.cancel()  # a job still queued behind another never starts
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

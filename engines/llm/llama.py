@@ -1,0 +1,201 @@
+"""Local chat engine on llama.cpp (`llama-cpp-python`): the GGUF runs as shipped.
+
+`LlamaCppLLM(model)` loads a GGUF (the bundled Qwen2.5-Coder 1.5B by default, see
+`model_files`) with its own chat template, and streams answers token by token from its
+decode thread (`DecodeThread`: one hop to the event loop, one generation at a time).
+
+Prompt-prefix reuse: llama.cpp keeps the KV cache of the last evaluation and re-evaluates
+only the tokens after the longest common prefix with the new prompt. Persona, facts and the
+earlier turns come first in every prompt, so a turn prefills only its own words (warm-up at
+load puts the persona and facts there before the first user). Sessions that alternate still
+share the persona-and-facts prefix.
+
+Measured on the 2-core dev machine (1.5B, 2 threads, greedy): ~30-40 tokens/s decode, first
+token 0.1-0.25 s with the persona cached, 1.9 GB RSS; the 0.5B decodes at ~65 tokens/s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.llm.base import ChatMessage
+from engines.llm.decode_thread import DecodeThread
+from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
+from engines.llm.history import fit_history
+from engines.llm.model_files import resolve_gguf
+from engines.llm.prompt import PromptBuilder
+from engines.llm.stops import StopFilter
+from engines.progress import load_step
+
+logger = logging.getLogger(__name__)
+
+
+class LlamaCppLLM:
+    """A GGUF chat model on llama.cpp (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        prompt: PromptBuilder,
+        threads: int = 2,
+        context_tokens: int = 4096,
+        history_tokens: int = 1536,
+        temperature: float = 0.0,
+        top_p: float = 0.9,
+        repetition_penalty: float = 1.05,
+        seed: int | None = None,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ModelLoadError(
+                "llama-cpp-python is not installed: pip install -e '.[llm]'"
+            ) from exc
+        path: Path = resolve_gguf(model)
+        self.name = path.stem
+        self.prompt = prompt
+        self.history_tokens = history_tokens
+        self._sampling: dict[str, Any] = {
+            "temperature": max(temperature, 0.0),
+            "top_p": top_p,
+            "repeat_penalty": repetition_penalty,
+            "seed": seed,
+        }
+        self._thread = DecodeThread("llm-decode")
+        n_threads = threads if threads > 0 else (os.cpu_count() or 2)
+
+        def load() -> Any:
+            return Llama(
+                model_path=str(path), n_ctx=context_tokens, n_threads=n_threads,
+                n_threads_batch=n_threads, n_batch=512, verbose=False,
+            )
+
+        try:
+            with load_step(logger, f"LLM {path.name} (llama.cpp, {n_threads} threads)"):
+                self._llm: Any = self._thread.call(load)
+        except (ValueError, RuntimeError, OSError) as exc:
+            self._thread.close()
+            raise ModelLoadError(
+                f"llama.cpp cannot load {path}: {exc}. If the file is the bundled model, "
+                f"delete it to have it assembled again; otherwise rebuild or re-download it"
+            ) from exc
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            self._thread.close()
+            raise ModelLoadError(f"{path} has no chat template (not an instruct model?)")
+        self._format = self._formatter(template)
+        self.context_tokens = context_tokens
+        self.last_prefill_tokens = 0  # prompt tokens the last call evaluated (reuse check)
+        self.generated_tokens = 0  # all tokens generated so far (cancellation checks)
+        with load_step(logger, "LLM warm-up (persona and facts into the KV cache)"):
+            self._thread.call(self.warm_up)
+
+    def _formatter(self, template: str) -> Any:
+        """The GGUF's own Jinja chat template, as llama-cpp-python applies it."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        vocab = self._llm._model  # noqa: SLF001 - the token texts live on the model only
+        eos, bos = self._llm.token_eos(), self._llm.token_bos()
+        return Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(eos) if eos != -1 else "",
+            bos_token=vocab.token_get_text(bos) if bos != -1 else "",
+            stop_token_ids=[eos],
+        )
+
+    # --- tokens ------------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> tuple[list[int], list[str]]:
+        """Token ids of the prompt actually sent (persona, facts, history within budget) and
+        the template's stop strings."""
+        msgs = self.prompt.messages(messages)
+        system, rest = msgs[:1], msgs[1:]
+        # The system prompt (persona and facts) is bounded at load; history fits the rest.
+        msgs = [*system, *fit_history(rest, self.count_tokens, self.history_tokens)]
+        formatted = self._format(messages=[{"role": m.role, "content": m.content} for m in msgs])
+        ids = self._llm.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        stop = formatted.stop
+        return list(ids), [stop] if isinstance(stop, str) else list(stop or [])
+
+    def warm_up(self) -> None:
+        """Evaluate the system prompt once, so the first user only prefills their words."""
+        for _ in self._generate([ChatMessage("user", "Hello")], 1, (), threading.Event()):
+            pass
+
+    # --- ChatLLM -------------------------------------------------------------------------------
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]:
+        if max_new_tokens <= 0:
+            raise InvalidInputError(f"max_new_tokens must be > 0, got {max_new_tokens}")
+        if not messages or not any(m.content.strip() for m in messages if m.role == "user"):
+            raise InvalidInputError("no user message to answer")
+        return self._thread.stream(
+            lambda cancel: self._generate(messages, max_new_tokens, stop, cancel)
+        )
+
+    def close(self) -> None:
+        self._thread.close()
+
+    def drain(self) -> None:
+        """Block until every generation queued so far has finished (tests, benchmarks)."""
+        self._thread.call(lambda: None)
+
+    # --- decode thread -----------------------------------------------------------------------
+
+    def _generate(
+        self,
+        messages: Sequence[ChatMessage],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        cancel: threading.Event,
+    ) -> Iterator[str]:
+        ids, template_stops = self.prompt_tokens(messages)
+        if len(ids) + max_new_tokens > self.context_tokens:
+            raise InvalidInputError(
+                f"prompt of {len(ids)} tokens + {max_new_tokens} new exceeds the context of "
+                f"{self.context_tokens}: lower history_tokens or the knowledge file's size"
+            )
+        cached = self._llm.input_ids[: self._llm.n_tokens].tolist()
+        reuse = 0  # llama.cpp keeps the longest common prefix (and re-feeds the last token)
+        for a, b in zip(cached, ids[:-1], strict=False):
+            if a != b:
+                break
+            reuse += 1
+        self.last_prefill_tokens = len(ids) - reuse
+        chunks = self._llm.create_completion(
+            prompt=ids, stream=True, max_tokens=max_new_tokens, stop=template_stops,
+            **self._sampling,
+        )
+        stops = StopFilter(stop)
+        try:
+            for chunk in chunks:
+                self.generated_tokens += 1
+                if cancel.is_set():
+                    return
+                delta = chunk["choices"][0]["text"]
+                if delta:
+                    out = stops.feed(delta)
+                    if out:
+                        yield out
+                    if stops.stopped:
+                        return
+            tail = stops.flush()
+            if tail:
+                yield tail
+        except (RuntimeError, ValueError) as exc:  # llama_decode failures
+            raise LLMError(f"generation failed: {exc}") from exc
+        finally:
+            chunks.close()  # stops llama.cpp's loop at this token

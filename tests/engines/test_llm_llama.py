@@ -1,0 +1,130 @@
+"""The default LLM engine, llama.cpp on the bundled Qwen2.5-Coder 1.5B GGUF: streaming,
+prompt-prefix reuse, cancellation within a token, serialized concurrent streams, the history
+budget, and bad input (empty, huge or binary prompts; a corrupt or truncated GGUF).
+
+Greedy decoding; checks accept any right answer (a word, not a wording), and each check that
+needs a specific answer runs on a prompt no earlier test left in the KV cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from engines.llm import ChatMessage
+from engines.llm.errors import InvalidInputError, ModelLoadError
+from engines.llm.llama import LlamaCppLLM
+from engines.llm.model_files import resolve_gguf
+from engines.llm.prompt import PromptBuilder
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def llm() -> LlamaCppLLM:
+    engine = LlamaCppLLM(
+        prompt=PromptBuilder.for_persona("companion", "Ava"), temperature=0.0, history_tokens=512
+    )
+    yield engine  # type: ignore[misc]
+    engine.close()
+
+
+async def answer(llm: LlamaCppLLM, messages: list[ChatMessage], n: int = 32) -> str:
+    return "".join([d async for d in llm.stream(messages, max_new_tokens=n)])
+
+
+async def test_streams_an_answer_with_only_its_own_words_prefilled(llm: LlamaCppLLM) -> None:
+    deltas = [d async for d in llm.stream(
+        [ChatMessage("user", "What is the capital of France?")], max_new_tokens=24)]
+    assert len(deltas) >= 3 and all(isinstance(d, str) for d in deltas)
+    assert "paris" in "".join(deltas).lower()
+    # The load-time warm-up left the persona prompt in the KV cache: only this turn prefills.
+    system_tokens = llm.count_tokens(llm.prompt.system)
+    assert llm.last_prefill_tokens < 30 < system_tokens
+
+
+async def test_the_next_turn_reuses_the_cached_prefix_and_sees_the_history(
+    llm: LlamaCppLLM,
+) -> None:
+    first = [ChatMessage("user", "My sister Margaret lives in Lisbon.")]
+    reply = await answer(llm, first, 20)
+    second = [*first, ChatMessage("assistant", reply),
+              ChatMessage("user", "In which city does my sister live?")]
+    full = len(llm.prompt_tokens(second)[0])
+    said = await answer(llm, second, 20)
+    assert llm.last_prefill_tokens < full // 3  # persona and first turn came from the cache
+    assert "lisbon" in said.lower(), said
+
+
+async def test_cancelling_stops_within_a_token(llm: LlamaCppLLM) -> None:
+    before = llm.generated_tokens
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for delta in llm.stream(
+            [ChatMessage("user", "Tell me a long story about a lighthouse keeper.")],
+            max_new_tokens=150,
+        ):
+            got.append(delta)
+            if len(got) == 3:
+                await asyncio.Event().wait()  # parked here until cancelled
+
+    task = asyncio.ensure_future(consume())
+    while len(got) < 3:  # noqa: ASYNC110 - observing the consumer task
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(llm.drain)  # the decode thread finished whatever it was doing
+    # Three handed over, a few more decoded while the consumer sat parked; far from 150.
+    assert llm.generated_tokens - before < 20
+
+
+async def test_concurrent_streams_each_get_their_own_answer(llm: LlamaCppLLM) -> None:
+    questions = ["What is the capital of Japan?", "What is the capital of Italy?"]
+    answers = await asyncio.gather(*(
+        answer(llm, [ChatMessage("user", q)], 16) for q in questions))
+    assert "tokyo" in answers[0].lower(), answers
+    assert "rome" in answers[1].lower(), answers
+
+
+async def test_history_stays_within_budget(llm: LlamaCppLLM) -> None:
+    msgs: list[ChatMessage] = []
+    for i in range(40):
+        msgs += [ChatMessage("user", f"Remember the number {i} please, it matters a lot."),
+                 ChatMessage("assistant", f"I will remember {i}.")]
+    msgs.append(ChatMessage("user", "Say OK."))
+    ids, _ = llm.prompt_tokens(msgs)
+    assert len(ids) <= llm.count_tokens(llm.prompt.system) + llm.history_tokens + 16
+    assert await answer(llm, msgs, 8)
+
+
+async def test_bad_prompts_are_clear_errors_or_plain_answers(llm: LlamaCppLLM) -> None:
+    with pytest.raises(InvalidInputError):
+        llm.stream([], max_new_tokens=8)
+    with pytest.raises(InvalidInputError):
+        llm.stream([ChatMessage("user", "   ")], max_new_tokens=8)
+    with pytest.raises(InvalidInputError):
+        llm.stream([ChatMessage("user", "hi")], max_new_tokens=0)
+    huge = "blah " * 20_000 + "What is two plus two?"
+    assert await answer(llm, [ChatMessage("user", huge)], 8)  # trimmed from the start
+    binary = bytes(range(256)).decode("latin-1") * 4
+    assert isinstance(await answer(llm, [ChatMessage("user", binary)], 8), str)
+
+
+def test_a_corrupt_or_truncated_gguf_is_a_load_error_naming_the_file(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all" * 10)
+    with pytest.raises(ModelLoadError, match="junk.gguf") as err:
+        LlamaCppLLM(str(junk), prompt=PromptBuilder.for_persona("companion"))
+    assert "not a GGUF file" in str(err.value)
+    truncated = tmp_path / "truncated.gguf"
+    with resolve_gguf(None).open("rb") as src:
+        truncated.write_bytes(src.read(8 << 20))
+    with pytest.raises(ModelLoadError, match="truncated.gguf") as err:
+        LlamaCppLLM(str(truncated), prompt=PromptBuilder.for_persona("companion"))
+    assert "rebuild" in str(err.value)
+    with pytest.raises(ModelLoadError, match="neither a GGUF file"):
+        LlamaCppLLM(str(tmp_path / "missing.gguf"), prompt=PromptBuilder.for_persona("companion"))
