@@ -165,7 +165,7 @@ async def start_coturn(
         f"--listening-port={port}", f"--min-port={relay_ports[0]}",
         f"--max-port={relay_ports[1]}", "--use-auth-secret", f"--static-auth-secret={secret}",
         "--realm=rtc-avatar.local", "--no-tls", "--no-dtls", "--no-cli",
-        "--allow-loopback-peers", "--log-file=stdout", "--simple-log",
+        "--allow-loopback-peers", "--log-file=stdout", "--simple-log", "--verbose",
         f"--pidfile={log_dir / 'turnserver.pid'}", f"--userdb={log_dir / 'turndb'}",
     ]
     child = await start_child("coturn", argv, "Total General servers", log_dir)

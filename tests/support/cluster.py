@@ -107,13 +107,14 @@ class LocalCluster:
 
 @asynccontextmanager
 async def local_cluster(
-    log_dir: Path, workers: int = 2, max_sessions: int = 2
+    log_dir: Path, workers: int = 2, max_sessions: int = 2, extra_toml: str = ""
 ) -> AsyncIterator[LocalCluster]:
-    """Redis, `workers` echo workers and a gateway, all stopped (and checked) at the end."""
+    """Redis, `workers` echo workers and a gateway, all stopped at the end; `extra_toml` is
+    appended to their config file (e.g. a [turn] section)."""
     need("redis-server")
     config_path = log_dir / "cluster.toml"
     config_path.write_text(CONFIG.format(max_sessions=max_sessions, heartbeat=HEARTBEAT_S,
-                                         ttl=TTL_S))
+                                         ttl=TTL_S) + extra_toml)
     async with AsyncExitStack() as stack:
         redis, redis_url = await start_redis(log_dir)
         stack.push_async_callback(redis.stop)
