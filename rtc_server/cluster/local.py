@@ -20,6 +20,8 @@ import shutil
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,6 +174,16 @@ async def start_coturn(
     return child, f"turn:127.0.0.1:{port}?transport=udp"
 
 
+def default_gguf() -> str:
+    """The bundled GGUF, assembled into the cache by the LLM engine's own helper."""
+    from engines.llm import model_files
+
+    assemble = getattr(model_files, "assemble_default_gguf", None)
+    if assemble is None:
+        raise ChildFailed("no bundled GGUF helper: pass --llm-model FILE.gguf")
+    return str(assemble())
+
+
 def llama_server_argv(model: str, port: int, threads: int = 2) -> list[str]:
     """llama-cpp-python's OpenAI-compatible server on the GGUF (CPU boxes)."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
@@ -204,3 +216,41 @@ async def start_gateway(
     child = await start_child("gateway", argv, "rtc-avatar gateway", log_dir,
                               env={"RTC_CLUSTER_SECRET": secret})
     return child, child.ready_line.rsplit(" at ", 1)[1].rstrip("/")
+
+
+@dataclass
+class RunningCluster:
+    redis: Child
+    redis_url: str
+    gateway: Child
+    url: str
+    workers: list[tuple[Child, str]]
+
+
+@asynccontextmanager
+async def run_cluster(
+    log_dir: Path, config_path: Path, secret: str, *, workers: int = 2, gateway_port: int = 0,
+    worker_ports: tuple[int, ...] = (), worker_timeout_s: float = 600.0,
+) -> AsyncIterator[RunningCluster]:
+    """redis-server, `workers` workers (started together) and a gateway on one config file;
+    everything is stopped on exit (workers with SIGINT: their sessions close at once)."""
+    async with AsyncExitStack() as stack:
+        redis, redis_url = await start_redis(log_dir)
+        stack.push_async_callback(redis.stop)
+        ports = worker_ports or (0,) * workers
+        started = await asyncio.gather(*(
+            start_worker(log_dir, f"worker{i}", config_path, redis_url, secret, port=port,
+                         timeout_s=worker_timeout_s)
+            for i, port in enumerate(ports)
+        ), return_exceptions=True)
+        for result in started:
+            if isinstance(result, tuple):
+                stack.push_async_callback(result[0].stop, signal.SIGINT)
+        for result in started:
+            if isinstance(result, BaseException):
+                raise result
+        gateway, url = await start_gateway(log_dir, config_path, redis_url, secret,
+                                           port=gateway_port)
+        stack.push_async_callback(gateway.stop)
+        yield RunningCluster(redis, redis_url, gateway, url,
+                             [r for r in started if isinstance(r, tuple)])

@@ -4,10 +4,9 @@ its own process (rtc_server.cluster.local), with small video and short timers.""
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rtc_server.cluster.local import Child, have, start_gateway, start_redis, start_worker
+from rtc_server.cluster.local import Child, have, run_cluster
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token
 
 SECRET = "test-cluster-secret"
@@ -115,17 +114,9 @@ async def local_cluster(
     config_path = log_dir / "cluster.toml"
     config_path.write_text(CONFIG.format(max_sessions=max_sessions, heartbeat=HEARTBEAT_S,
                                          ttl=TTL_S) + extra_toml)
-    async with AsyncExitStack() as stack:
-        redis, redis_url = await start_redis(log_dir)
-        stack.push_async_callback(redis.stop)
-        started = await asyncio.gather(*(
-            start_worker(log_dir, f"worker{i}", config_path, redis_url, SECRET, timeout_s=120)
-            for i in range(workers)
-        ))
-        for child, _ in started:
-            stack.push_async_callback(child.stop, signal.SIGINT)
-        gateway, url = await start_gateway(log_dir, config_path, redis_url, SECRET)
-        stack.push_async_callback(gateway.stop)
-        http = await stack.enter_async_context(aiohttp.ClientSession())
-        yield LocalCluster(log_dir, config_path, redis, redis_url, gateway, url,
-                           [Worker(c, u) for c, u in started], http)
+    async with (
+        run_cluster(log_dir, config_path, SECRET, workers=workers, worker_timeout_s=120) as run,
+        aiohttp.ClientSession() as http,
+    ):
+        yield LocalCluster(log_dir, config_path, run.redis, run.redis_url, run.gateway, run.url,
+                           [Worker(c, u) for c, u in run.workers], http)
