@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rtc_server.cluster.local import (  # noqa: E402
+    SHARED_LLM_TOML,
     RunningCluster,
     default_gguf,
     free_port,
@@ -120,9 +122,14 @@ async def offer_latency(cluster: RunningCluster, n: int, sdp: str) -> dict[str, 
     return out
 
 
+@functools.cache
+def speech_of(question: str) -> np.ndarray:
+    return synth(question, engine="piper")
+
+
 async def ask(peer: LoopbackPeer, question: str, timeout_s: float) -> float:
     """Say `question`, wait for the whole answer; voice-to-voice in seconds (nan if none)."""
-    speech = synth(question, engine="piper")
+    speech = speech_of(question)
     turns_before = {e.get("turn_id") for e in peer.received.events_of("timings")}
     peer.mic.set_audio(speech, 16000)
     await asyncio.wait_for(peer.mic.playing.wait(), 10)
@@ -174,7 +181,7 @@ async def drill(cluster: RunningCluster, peers: list[LoopbackPeer], sdp: str) ->
     doomed = [p for p in peers if p.answer.get("worker_id") == victim_id]
     others = [p for p in peers if p not in doomed]
     for i, peer in enumerate(peers):  # speech going on everywhere
-        peer.mic.set_audio(synth(QUESTIONS[i % len(QUESTIONS)], engine="piper"), 16000)
+        peer.mic.set_audio(speech_of(QUESTIONS[i % len(QUESTIONS)]), 16000)
     await asyncio.sleep(1.0)
     t0 = time.monotonic()
     victim.kill()
@@ -226,6 +233,8 @@ async def wait_failed(peer: LoopbackPeer, timeout_s: float) -> float | None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     restrict_host_candidates_to_loopback()
+    for question in QUESTIONS:  # the voice loads once, before any peer's media is running
+        speech_of(question)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     async with AsyncExitStack() as stack:
         llm = ""
@@ -235,7 +244,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             server = await start_llm_server(log_dir, llama_server_argv(model, port,
                                                                        args.llm_threads))
             stack.push_async_callback(server.stop)
-            llm = f'engine = "openai"\nbase_url = "http://127.0.0.1:{port}/v1"'
+            llm = SHARED_LLM_TOML.format(url=f"http://127.0.0.1:{port}/v1")
         elif args.mode == "agent" and args.llm_model:
             llm = f'model = "{args.llm_model}"'
         config_path = log_dir / "cluster.toml"

@@ -3,6 +3,7 @@ signatures, the [cluster]/[turn] config and the CLI's refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -110,3 +111,15 @@ def test_cli_refuses_a_cluster_role_without_its_secret(
     monkeypatch.setenv("RTC_CLUSTER_SECRET", "s")
     assert main(["--role", "worker", "--host", "0.0.0.0", "--mode", "echo"]) == 2
     assert "--advertise" in capsys.readouterr().err
+
+
+def test_server_relay_gives_the_servers_peer_connection_fresh_turn_credentials() -> None:
+    from rtc_server.config import IceConfig
+    from rtc_server.ice import rtc_configuration
+
+    turn = TurnConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north")
+    assert rtc_configuration(IceConfig(), turn).iceServers == []  # only when asked
+    relayed = dataclasses.replace(turn, server_relay=True)
+    (server,) = rtc_configuration(IceConfig(), relayed).iceServers
+    assert server.urls == list(turn.urls) and server.credential
+    assert server.username is not None and int(server.username.split(":")[0]) > time.time()

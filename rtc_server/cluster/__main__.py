@@ -21,6 +21,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from rtc_server.cluster.local import (
+    SHARED_LLM_TOML,
     ChildFailed,
     default_gguf,
     free_port,
@@ -81,7 +82,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                 argv = llama_server_argv(args.llm_model or default_gguf(), port, args.llm_threads)
             server = await start_llm_server(log_dir, argv)
             stack.push_async_callback(server.stop)
-            llm = f'[llm]\nengine = "openai"\nbase_url = "http://127.0.0.1:{port}/v1"'
+            llm = "[llm]\n" + SHARED_LLM_TOML.format(url=f"http://127.0.0.1:{port}/v1")
             print(f"LLM server  http://127.0.0.1:{port}/v1", flush=True)
         config_path = log_dir / "cluster.toml"
         config_path.write_text(CONFIG.format(mode=args.mode, sessions=args.sessions_per_worker,

@@ -204,6 +204,7 @@ class Directory:
         self._ns = namespace
         self._secret = secret
         self._seen_seq: dict[str, int] = {}  # highest sequence number seen per worker
+        self._last_rejected: dict[str, str] = {}
         self._heartbeat = client.register_script(HEARTBEAT)
         self._reserve = client.register_script(RESERVE)
         self._release = client.register_script(RELEASE)
@@ -296,8 +297,10 @@ class Directory:
                 continue
             assert record is not None
             states.append(WorkerState(record, used))
-        if rejected:
-            logger.warning("worker records refused", extra={"refused": rejected})
+        if rejected != self._last_rejected:  # log a change, not every read
+            self._last_rejected = rejected
+            if rejected:
+                logger.warning("worker records refused", extra={"refused": rejected})
         return Snapshot(tuple(states), rejected)
 
     def _reject_reason(self, record: WorkerRecord | None, now_ms: int, ttl_ms: int) -> str | None:

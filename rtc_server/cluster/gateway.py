@@ -180,15 +180,18 @@ class Gateway:
         hold_ms = int(self._cluster.reservation_ttl_s * 1000)
         for _ in range(self._cluster.forward_attempts):
             snapshot = await self._directory.snapshot(self._ttl_ms)
-            candidates = [w.record for w in snapshot.live
-                          if w.free > 0 and w.record.worker_id not in tried
-                          and self._unreachable.get(w.record.worker_id) != w.record.seq]
+            if not snapshot.live and last is None:
+                draining = len(snapshot.workers)
+                raise NoWorkers(f"no live worker is registered ({draining} draining)")
+            answering = [w.record for w in snapshot.live
+                         if self._unreachable.get(w.record.worker_id) != w.record.seq]
+            if not answering and last is None:
+                raise WorkerUnreachable("no registered worker answers (they may have died)")
+            candidates = [r for r in answering if r.worker_id not in tried]
             random.shuffle(candidates)  # equal free slots: spread, not always the first
             session_id = secrets.token_urlsafe(12)
             placed = await self._directory.reserve(session_id, candidates, hold_ms)
             if placed is None:
-                if not snapshot.live and last is None:
-                    raise NoWorkers("no worker is registered")
                 break
             worker = placed[0]
             tried.add(worker.worker_id)

@@ -185,9 +185,21 @@ def default_gguf() -> str:
 
 
 def llama_server_argv(model: str, port: int, threads: int = 2) -> list[str]:
-    """llama-cpp-python's OpenAI-compatible server on the GGUF (CPU boxes)."""
+    """llama-cpp-python's OpenAI-compatible server on the GGUF (CPU boxes).
+
+    It runs one generation at a time. `--interrupt_requests False` is essential when several
+    sessions share it: by default a new request ends the stream in progress early (with
+    [DONE]), so one session's question would cut another's answer short.
+    """
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
-            "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096"]
+            "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096",
+            "--interrupt_requests", "False"]
+
+
+# [llm] lines for workers of a shared server: a request may queue behind other sessions'
+# answers on a server that generates one at a time, so allow more silence than the default.
+SHARED_LLM_TOML = 'engine = "openai"\nbase_url = "{url}"\nread_timeout_s = 30.0'
+
 
 
 async def start_llm_server(log_dir: Path, argv: list[str]) -> Child:
