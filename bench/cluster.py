@@ -34,6 +34,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -130,19 +131,19 @@ def speech_of(question: str) -> np.ndarray:
 async def ask(peer: LoopbackPeer, question: str, timeout_s: float) -> float:
     """Say `question`, wait for the whole answer; voice-to-voice in seconds (nan if none)."""
     speech = speech_of(question)
-    turns_before = {e.get("turn_id") for e in peer.received.events_of("timings")}
+    events = peer.received.events
+    start = len(events)
+
+    def since(index: int, state: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda e: e.get("state") == state and any(x is e for x in events[index:])
+
     peer.mic.set_audio(speech, 16000)
     await asyncio.wait_for(peer.mic.playing.wait(), 10)
     assert peer.mic.started_at is not None
     speech_end = peer.mic.started_at + len(speech) / 16000
-    first = await peer.wait_event(
-        lambda e: e["type"] == "timings" and "first_audio_sent" in e["marks_ms"]
-        and e["turn_id"] not in turns_before, timeout_s,
-    )
-    await peer.wait_event(  # the answer is over: back to listening after that turn's audio
-        lambda e: e["type"] == "state" and e["state"] == "listening"
-        and e["t"] * 1000 > first["t"] * 1000 + 100, timeout_s,
-    )
+    speaking = await peer.wait_event(since(start, "speaking"), timeout_s)
+    after = next(i for i, e in enumerate(events) if e is speaking)
+    await peer.wait_event(since(after + 1, "listening"), timeout_s)  # the answer is over
     a_t, rms = audio_timeline(peer.received)
     loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
     return float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")

@@ -160,13 +160,23 @@ async def test_replayed_and_stale_records_are_refused(directory: Directory) -> N
     assert snap.rejected["b"] == "stale"
 
 
-async def test_record_changed_after_the_read_is_not_reserved(directory: Directory) -> None:
-    """The script re-checks the signature the gateway verified: a record swapped in between
-    (a forged one under the same id) is not booked."""
-    await register(directory, record("a", 2))
+async def test_reservation_trusts_only_what_the_gateway_verified(directory: Directory) -> None:
+    """The gateway passes the URL and capacity it verified: a record rewritten in Redis
+    afterwards (by someone without the secret) to another URL is not booked, and a forged
+    larger capacity does not count; a draining flag takes effect at once."""
+    await register(directory, record("a", 1))
     verified = [w.record for w in (await directory.snapshot(TTL_MS)).workers]
-    await register(directory, record("a", 2, seq=2, secret="guessed"))
+    forged = WorkerRecord.signed("guessed", "a", "http://evil:1", 50, False,
+                                 int(time.time() * 1000), 2)
+    await directory._redis.hset(directory.worker_key("a"), mapping=forged.fields())
     assert await directory.reserve("s1", verified, 10_000) is None
+    await register(directory, record("a", 1, seq=3))  # the real worker's next beat
+    assert await directory.reserve("s1", verified, 10_000) is not None
+    await directory._redis.hset(directory.worker_key("a"), mapping={"capacity": "50"})
+    assert await directory.reserve("s2", verified, 10_000) is None  # verified capacity: 1
+    await directory.release("a", "s1")
+    await register(directory, record("a", 1, seq=4, draining=True))
+    assert await directory.reserve("s3", verified, 10_000) is None
 
 
 async def test_unreachable_redis_is_a_typed_error() -> None:

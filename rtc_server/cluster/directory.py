@@ -11,12 +11,16 @@ Keys (prefix `<ns>`, `cluster.namespace`):
 - `<ns>:session:<sid>`      STRING worker id, PX lease: where DELETE goes.
 
 Capacity is counted in Redis, not from load reports: one Lua script reads each candidate's
-record and slot count, picks the one with the most free slots and adds the reservation, all
-atomically, so two gateways cannot book the same last slot (the race of a periodic load
-report that livekit/agents #4884 describes). The script also checks that each record still
-carries the signature the gateway verified, so a record swapped between the read and the
-reservation is not used. All times are Redis's `TIME`, so workers' and gateways' clocks do
-not skew the slot leases (only the signed registration time is the worker's clock).
+slot count, picks the one with the most free slots and adds the reservation, all atomically,
+so two gateways cannot book the same last slot (the race of a periodic load report that
+livekit/agents #4884 describes). The gateway passes only records it has verified (their
+signature, see `Snapshot`), with the URL and capacity it verified; the script books a
+candidate only if its record still exists (not expired), still names that URL and is not
+draining, and counts free slots against the verified capacity. The offer then goes to the
+verified URL, so a record rewritten in Redis by someone without the secret can neither
+redirect an offer nor raise a capacity. All times are Redis's `TIME`, so workers' and
+gateways' clocks do not skew the slot leases (only the signed registration time is the
+worker's clock).
 
 The scripts name every key they touch in KEYS. They assume one Redis (or a primary with
 Sentinel), not Redis Cluster. Every Redis failure surfaces as `DirectoryUnavailable`.
@@ -65,16 +69,16 @@ return now
 """
 
 # KEYS: session key, then (worker hash, slots zset) per candidate; ARGV: session id,
-# hold_ms, then (worker id, signature) per candidate.
+# hold_ms, then (worker id, verified url, verified capacity) per candidate.
 # Returns {1, index, free slots left} | {0} (all full) | {-1} (session id taken).
 RESERVE = _NOW + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
 local best, best_free = 0, 0
 for i = 1, (#KEYS - 1) / 2 do
-  local rec = redis.call('HMGET', KEYS[2 * i], 'sig', 'capacity', 'draining')
-  if rec[1] == ARGV[2 + 2 * i] and rec[3] == '0' then
+  local rec = redis.call('HMGET', KEYS[2 * i], 'url', 'draining')
+  if rec[1] == ARGV[3 * i + 1] and rec[2] == '0' then
     redis.call('ZREMRANGEBYSCORE', KEYS[2 * i + 1], '-inf', now)
-    local free = tonumber(rec[2]) - redis.call('ZCARD', KEYS[2 * i + 1])
+    local free = tonumber(ARGV[3 * i + 2]) - redis.call('ZCARD', KEYS[2 * i + 1])
     if free > best_free then best, best_free = i, free end
   end
 end
@@ -84,7 +88,7 @@ redis.call('ZADD', KEYS[2 * best + 1], now + hold, ARGV[1])
 if redis.call('PTTL', KEYS[2 * best + 1]) < hold then
   redis.call('PEXPIRE', KEYS[2 * best + 1], hold)
 end
-redis.call('SET', KEYS[1], ARGV[1 + 2 * best], 'PX', hold)
+redis.call('SET', KEYS[1], ARGV[3 * best], 'PX', hold)
 return {1, best, best_free - 1}
 """
 
@@ -329,7 +333,7 @@ class Directory:
         args: list[Any] = [session_id, hold_ms]
         for record in candidates:
             keys += [self.worker_key(record.worker_id), self.slots_key(record.worker_id)]
-            args += [record.worker_id, record.sig]
+            args += [record.worker_id, record.url, record.capacity]
         async with self._guard("reserve"):
             result = await self._reserve(keys=keys, args=args)
         if int(result[0]) == -1:
