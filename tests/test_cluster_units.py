@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -123,3 +125,14 @@ def test_server_relay_gives_the_servers_peer_connection_fresh_turn_credentials()
     (server,) = rtc_configuration(IceConfig(), relayed).iceServers
     assert server.urls == list(turn.urls) and server.credential
     assert server.username is not None and int(server.username.split(":")[0]) > time.time()
+
+
+def test_the_gateway_loads_neither_aiortc_nor_a_model() -> None:
+    """The gateway is signaling only (CONTRIBUTING's layers): a fresh interpreter that imports
+    it has no aiortc, av, torch or onnxruntime."""
+    code = ("import sys, rtc_server.cluster.gateway, rtc_server.cluster.roles; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'aiortc', 'av', 'torch', 'onnxruntime', 'faster_whisper'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
