@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test lint browser clean
+.PHONY: setup run test lint browser cluster-deps cluster clean
 
 setup: $(STAMP)
 
@@ -30,9 +30,23 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: browser tests will skip"; }
 
+# Debian's redis-server and coturn for the scale-out tests and `make cluster`. Needs root;
+# without them those tests skip with a reason.
+cluster-deps:
+	@{ command -v redis-server && command -v turnserver; } >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq redis-server coturn >/dev/null) \
+	  || echo "redis-server/coturn not installed: cluster tests will skip"; }
+
+# A whole cluster on loopback: redis-server, coturn, the shared LLM server (llama_cpp.server,
+# built once from source, ~3 min), two workers and the gateway (README, "Scale-out").
+cluster: setup cluster-deps
+	$(PY) -m pip install -q 'llama-cpp-python[server]==0.3.36'
+	$(PY) -m rtc_server.cluster $(ARGS)
+
 # Every test runs inside a fresh network namespace that has only loopback: nothing can leave
 # 127.0.0.1 (see README, "Network").
-test: setup browser
+test: setup browser cluster-deps
 	unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q $(PYTEST_ARGS)'
 
 lint: setup

@@ -1,4 +1,5 @@
-"""`python -m rtc_server [--host H] [--port P] [--config FILE] [--mode M]`: run the server."""
+"""`python -m rtc_server [--host H] [--port P] [--config FILE] [--mode M] [--role R]`: run the
+server (`--role all`, the default), or one worker or gateway of a cluster."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--loopback-only", action="store_true",
         help="offer only 127.0.0.1 ICE candidates (local demos, tests)",
     )
+    parser.add_argument(
+        "--role", choices=["all", "worker", "gateway"],
+        help="all: one process (default); worker/gateway: part of a cluster (see README)",
+    )
+    parser.add_argument("--redis", help="cluster directory, e.g. redis://127.0.0.1:6379/0")
+    parser.add_argument("--advertise", help="worker: host the gateway reaches it at")
     return parser.parse_args(argv)
 
 
@@ -38,16 +45,30 @@ def main(argv: list[str] | None = None) -> int:
             ("server.host", args.host), ("server.port", args.port), ("server.mode", args.mode),
             ("server.log_level", args.log_level),
             ("ice.loopback_only", True if args.loopback_only else None),
+            ("cluster.role", args.role), ("cluster.redis_url", args.redis),
+            ("cluster.advertise", args.advertise),
         ):
             if value is not None:
                 config = replace_path(config, key, value)
         setup_logging(config.server.log_level)
-        from rtc_server.app import Server
+        try:
+            config.turn.check()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        if config.cluster.role != "all":
+            from rtc_server.cluster.roles import prepare_role
 
-        server = Server(config)
+            serve_role = prepare_role(config)
+        else:
+            from rtc_server.app import Server
+
+            server = Server(config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config.cluster.role != "all":
+        serve_role()
+        return 0
     host, port = config.server.host, config.server.port
     url_host = f"[{host}]" if ":" in host else host
 

@@ -18,9 +18,10 @@ from rtc_server.engine_set import Engines, load_engines
 from rtc_server.errors import ConfigError
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
+from rtc_server.page import signaling_settings
 from rtc_server.portraits import PortraitStore
 from rtc_server.session import Behaviour, Session
-from signaling.http import SignalingSettings, create_app
+from signaling.http import create_app
 from signaling.offer import Offer
 from signaling.registry import SessionRegistry
 from web_client import STATIC_DIR
@@ -111,20 +112,8 @@ class Server:
         for session in self.registry:
             await session.close()
 
-    def page_config(self) -> dict[str, object]:
-        media = self.config.media
-        return {
-            "ice_servers": [s.as_dict() for s in self.config.ice.servers],
-            "mode": self.config.server.mode,
-            "video": {"width": media.width, "height": media.height, "fps": media.fps},
-        }
-
     def build_app(self) -> web.Application:
-        settings = SignalingSettings(
-            token=self.config.server.token(),
-            max_body_bytes=self.config.server.max_body_bytes,
-            page_config=self.page_config(),
-        )
+        settings = signaling_settings(self.config)
         app = create_app(
             registry=self.registry,
             factory=self.create_session,

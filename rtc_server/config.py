@@ -1,7 +1,7 @@
 """Server configuration: one frozen dataclass tree, loaded from an optional TOML file.
 
-Sections: [server], [ice], [media], and one per engine kind. Every key has a default (the
-embedded offline setup), so no file is needed. Example: `config.example.toml`.
+Sections: [server], [ice], [turn], [media], [cluster], and one per engine kind. Every key has
+a default (the embedded offline setup), so no file is needed. Example: `config.example.toml`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from engines.face.config import FaceConfig
 from engines.llm.config import LLMConfig
 from engines.tts.config import TTSConfig
 from engines.vad.config import VadConfig
+from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
+from signaling.turn_credentials import TurnConfig
 
 Mode = Literal["agent", "echo"]
 
@@ -137,6 +139,10 @@ class Config:
     tts: TTSConfig = field(default_factory=TTSConfig)
     face: FaceConfig = field(default_factory=FaceConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    # Time-limited TURN credentials (coturn use-auth-secret) for the page and the server.
+    turn: TurnConfig = field(default_factory=TurnConfig)
+    # Scale-out: role of this process, the Redis directory (rtc_server/cluster/).
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -41,6 +41,11 @@ class SessionNotFound(SignalingError):
     code = "session_not_found"
 
 
+class SessionExists(SignalingError):
+    status = 409
+    code = "session_exists"
+
+
 class PayloadTooLarge(SignalingError):
     status = 413
     code = "payload_too_large"

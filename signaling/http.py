@@ -53,6 +53,8 @@ class SignalingSettings:
     max_body_bytes: int  # JSON bodies (offers)
     page_config: dict[str, Any]  # handed to the page by GET /api/config
     max_portrait_bytes: int = 10 * 1024 * 1024
+    # Per-request additions to page_config (fresh time-limited TURN credentials).
+    dynamic_config: Callable[[], dict[str, Any]] | None = None
 
 
 REGISTRY_KEY = web.AppKey("registry", SessionRegistry)
@@ -96,7 +98,7 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     return await handler(request)
 
 
-async def _read_body(request: web.Request, limit: int, types: tuple[str, ...]) -> bytes:
+async def read_body(request: web.Request, limit: int, types: tuple[str, ...]) -> bytes:
     """The body, refused early when it is of the wrong type or grows over `limit` bytes
     (checked while reading, so a chunked upload without Content-Length is cut off too)."""
     if request.content_length is not None and request.content_length > limit:
@@ -116,7 +118,7 @@ async def _read_body(request: web.Request, limit: int, types: tuple[str, ...]) -
 
 async def post_offer(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS_KEY]
-    offer = parse_offer(await _read_body(request, settings.max_body_bytes, ("application/json",)))
+    offer = parse_offer(await read_body(request, settings.max_body_bytes, ("application/json",)))
     registry = request.app[REGISTRY_KEY]
     async with registry.reserve() as reservation:
         session, answer = await request.app[FACTORY_KEY](reservation.session_id, offer)
@@ -126,7 +128,7 @@ async def post_offer(request: web.Request) -> web.Response:
 
 async def post_portrait(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS_KEY]
-    data = await _read_body(request, settings.max_portrait_bytes, IMAGE_TYPES)
+    data = await read_body(request, settings.max_portrait_bytes, IMAGE_TYPES)
     portrait_id = await request.app[PORTRAITS_KEY].add_portrait(data)
     return web.json_response({"portrait_id": portrait_id})
 
@@ -138,7 +140,9 @@ async def delete_session(request: web.Request) -> web.Response:
 
 
 async def get_config(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SETTINGS_KEY].page_config)
+    settings = request.app[SETTINGS_KEY]
+    extra = settings.dynamic_config() if settings.dynamic_config else {}
+    return web.json_response({**settings.page_config, **extra})
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -155,8 +159,8 @@ async def metrics(request: web.Request) -> web.Response:
     return response
 
 
-def add_routes(app: web.Application, static_dir: Path) -> None:
-    """Register the signaling routes and the static web client on `app`."""
+def add_page_routes(app: web.Application, static_dir: Path) -> None:
+    """Serve the static web client and its page config (`GET /api/config`)."""
     index = static_dir / "index.html"
 
     async def page(request: web.Request) -> web.FileResponse:
@@ -164,10 +168,15 @@ def add_routes(app: web.Application, static_dir: Path) -> None:
 
     app.router.add_get("/", page)
     app.router.add_static("/static/", static_dir, show_index=False)
+    app.router.add_get("/api/config", get_config)
+
+
+def add_routes(app: web.Application, static_dir: Path) -> None:
+    """Register the signaling routes and the static web client on `app`."""
+    add_page_routes(app, static_dir)
     app.router.add_post("/api/offer", post_offer)
     app.router.add_post("/api/portrait", post_portrait)
     app.router.add_delete("/api/sessions/{session_id}", delete_session)
-    app.router.add_get("/api/config", get_config)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Protocol
 
-from signaling.errors import AtCapacity, SessionNotFound
+from signaling.errors import AtCapacity, SessionExists, SessionNotFound
 
 
 class PeerSession(Protocol):
@@ -50,11 +50,18 @@ class SessionRegistry:
         return len(self._reserved)
 
     @asynccontextmanager
-    async def reserve(self) -> AsyncIterator[Reservation]:
-        """Hold a slot while a session is set up; it becomes live on `commit()`."""
+    async def reserve(self, session_id: str | None = None) -> AsyncIterator[Reservation]:
+        """Hold a slot while a session is set up; it becomes live on `commit()`.
+
+        `session_id` is chosen by the caller when a cluster gateway already named the session
+        (it must be new here); otherwise a random one is made.
+        """
         if len(self._sessions) + len(self._reserved) >= self.max_sessions:
             raise AtCapacity(f"server is at capacity ({self.max_sessions} sessions)")
-        session_id = secrets.token_urlsafe(12)
+        if session_id is None:
+            session_id = secrets.token_urlsafe(12)
+        elif session_id in self._sessions or session_id in self._reserved:
+            raise SessionExists(f"session {session_id!r} already exists")
         self._reserved.add(session_id)
         reservation = Reservation(session_id)
         try:

@@ -10,8 +10,13 @@
     "voice_end", "speech_end", "asr_final", "llm_first_token", "first_chunk",
     "tts_first_audio", "face_first_frame", "first_audio_sent",
   ];
+  // A connection that drops (its worker crashed or went away) is replaced by a new session
+  // through the same entry: at most this many times in a row without a connected state.
+  const MAX_RECONNECTS = 3;
+  const LOST_AFTER_MS = 5000;  // "disconnected" this long counts as lost ("failed" can take 30 s)
   const state = {
     pc: null, sessionId: null, mic: null, portraitId: null, events: [], turns: new Map(),
+    reconnects: 0, sessions: [],
   };
   window.rtcAvatar = state;
 
@@ -108,7 +113,9 @@
     setState("connecting");
     try {
       const config = await api("/api/config");
-      const pc = new RTCPeerConnection({ iceServers: config.ice_servers });
+      const pc = new RTCPeerConnection({
+        iceServers: config.ice_servers, iceTransportPolicy: config.ice_transport_policy || "all",
+      });
       state.pc = pc;
       const channel = pc.createDataChannel("events");
       channel.onmessage = (e) => onEvent(JSON.parse(e.data));
@@ -123,9 +130,14 @@
         remote.addTrack(e.track);
         $("avatar").srcObject = remote;
       };
+      let lostTimer = null;
       pc.onconnectionstatechange = () => {
-        if (pc.connectionState === "failed") setStatus("connection failed");
-        if (["failed", "closed"].includes(pc.connectionState)) stop();
+        clearTimeout(lostTimer);
+        const now = pc.connectionState;
+        if (now === "connected") state.reconnects = 0;
+        if (now === "disconnected") lostTimer = setTimeout(() => reconnect(pc), LOST_AFTER_MS);
+        if (now === "failed") reconnect(pc);
+        if (now === "closed") stop();
       };
       await pc.setLocalDescription(await pc.createOffer());
       await waitForIceGathering(pc);
@@ -137,6 +149,7 @@
         }),
       });
       state.sessionId = answer.session_id;
+      state.sessions.push(answer.session_id);
       await pc.setRemoteDescription({ sdp: answer.sdp, type: "answer" });
       $("stop").disabled = false;
     } catch (err) {
@@ -144,6 +157,18 @@
       setStatus(err.message || String(err));
       await stop();
     }
+  }
+
+  async function reconnect(pc) {
+    if (state.pc !== pc) return;  // stopped or already replaced
+    await stop();
+    if (state.reconnects >= MAX_RECONNECTS) {
+      setStatus("connection failed");
+      return;
+    }
+    state.reconnects += 1;
+    setStatus("connection lost: reconnecting…");
+    await start();
   }
 
   async function stop() {
@@ -182,7 +207,7 @@
   async function init() {
     try {
       const config = await api("/api/config");
-      $("portrait-picker").hidden = config.mode !== "agent";
+      $("portrait-picker").hidden = config.mode !== "agent" || config.portrait_upload === false;
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) $("auth").hidden = false;
     }

@@ -115,15 +115,18 @@ class LoopbackPeer:
         token: str | None = None,
         video_summary: Callable[[np.ndarray], Any] = mean_luma,
         portrait_id: str | None = None,
+        configuration: RTCConfiguration | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.mic = microphone or PcmMicrophone()
         self.token = token
         self.portrait_id = portrait_id
         self.video_summary = video_summary
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        # No ICE servers unless a test brings its own (TURN): none of aiortc's public default.
+        self.pc = RTCPeerConnection(configuration or RTCConfiguration(iceServers=[]))
         self.received = Received()
         self.session_id: str | None = None
+        self.answer: dict[str, Any] = {}  # the offer's response body (worker_id via a gateway)
         self.connected = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._event_waiters: list[
@@ -158,6 +161,7 @@ class LoopbackPeer:
             body = await resp.json()
             if resp.status != 200:
                 raise RuntimeError(f"offer failed: {resp.status} {body}")
+        self.answer = body
         self.session_id = body["session_id"]
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body["sdp"], type="answer"))
         await asyncio.wait_for(self.connected.wait(), 15)
