@@ -45,6 +45,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common.logs import setup_logging  # noqa: E402
 from rtc_server.cluster.local import (  # noqa: E402
     SHARED_LLM_TOML,
     RunningCluster,
@@ -56,7 +57,6 @@ from rtc_server.cluster.local import (  # noqa: E402
 )
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
-from rtc_server.logs import setup_logging  # noqa: E402
 from tests.support.agent import audio_timeline  # noqa: E402
 from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
 from tests.support.speech import synth  # noqa: E402

@@ -20,6 +20,7 @@ import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from common.logs import setup_logging
 from rtc_server.cluster.local import (
     SHARED_LLM_TOML,
     ChildFailed,
@@ -31,7 +32,6 @@ from rtc_server.cluster.local import (
     start_coturn,
     start_llm_server,
 )
-from rtc_server.logs import setup_logging
 
 logger = logging.getLogger("rtc_server.cluster")
 

@@ -176,12 +176,9 @@ async def start_coturn(
 
 def default_gguf() -> str:
     """The bundled GGUF, assembled into the cache by the LLM engine's own helper."""
-    from engines.llm import model_files
+    from engines.llm.model_files import resolve_gguf
 
-    assemble = getattr(model_files, "assemble_default_gguf", None)
-    if assemble is None:
-        raise ChildFailed("no bundled GGUF helper: pass --llm-model FILE.gguf")
-    return str(assemble())
+    return str(resolve_gguf(None))
 
 
 def llama_server_argv(model: str, port: int, threads: int = 2) -> list[str]:
