@@ -12,26 +12,28 @@ first speakable chunk (the agent's clause chunker, first chunk cut past 20 chara
 and decode tokens/s, then every answer that failed its rule.
 
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
-        [--knowledge-bank FILE] [--knowledge-tutor FILE] [--show]
+        [--knowledge-bank FILE] [--knowledge-tutor FILE] [--show] [--raw]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import platform
 import re
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.stats import pct  # noqa: E402
-from engines.llm import ChatMessage, LLMConfig, build_engine  # noqa: E402
+from engines.llm import ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
+from engines.llm.grounding import figures  # noqa: E402
 from engines.llm.personas import example_knowledge  # noqa: E402
 from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
 from engines.text.spoken import SpokenFilter  # noqa: E402
@@ -42,12 +44,6 @@ DONT_KNOW = (
     r"colleague|help section|customer (?:service|support|line)|contact|teacher|course page|"
     r"not (?:covered|available|listed|in (?:the|my))"
 )
-NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
-    "fifteen": "15", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
-    "hundred": "100", "thousand": "1000",
-}
 
 
 @dataclass(frozen=True)
@@ -149,18 +145,11 @@ QUESTIONS: tuple[Question, ...] = (
       accept=["colosseum", "coliseum", "pantheon", "vatican", "st\\.? peter", "forum"]),
     # Chinese.
     q("chinese", "companion", "中国的首都是哪里？", accept=["北京"]),
-    q("chinese", "companion", "一年有几个月？", accept=["十二", r"\b12\b"]),
+    q("chinese", "companion", "一年有几个月？", accept=["十二", "12"]),
     q("chinese", "companion", "太阳系中最大的行星是什么？", accept=["木星"]),
     q("chinese", "bank", "我的银行卡丢了，我该怎么办？",
       accept=["冻结", "0800 123 4568", "挂失", "freeze"]),
 )
-
-
-def figures(text: str) -> set[str]:
-    """Numbers an answer states: digit groups and common number words, as digits."""
-    found = {d.replace(",", "") for d in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
-    found |= {NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS}
-    return {f.rstrip(".") for f in found}
 
 
 @dataclass
@@ -169,27 +158,21 @@ class Result:
     answer: str
     ok: bool
     invented: bool = False
-    first_chunk_s: float | None = None
-    tokens_per_s: float | None = None
-
-
-@dataclass
-class Engines:
-    config: dict[str, LLMConfig]
-    cache: dict[str, object] = field(default_factory=dict)
+    first_chunk_s: float = math.nan
+    tokens_per_s: float = math.nan
 
 
 async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[str, float, float]:
     """Answer every turn in order (a fresh conversation); timings of the last answer."""
     history: list[ChatMessage] = []
-    answer, first, rate = "", float("nan"), float("nan")
+    answer, first, rate = "", math.nan, math.nan
     for turn in turns:
         history.append(ChatMessage("user", turn))
         chunker = Chunker(ChunkerConfig(first_max_chars=20))
         spoken = SpokenFilter()
         parts: list[str] = []
         t0 = time.perf_counter()
-        first = rate = float("nan")
+        first = rate = math.nan
         t_first_token: float | None = None
         deltas = 0
         async for delta in llm.stream(history, max_new_tokens=max_new_tokens):  # type: ignore[attr-defined]
@@ -197,10 +180,10 @@ async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[s
             t_first_token = t_first_token or now
             deltas += 1
             parts.append(delta)
-            if chunker.push(spoken.push(delta)) and first != first:
+            if chunker.push(spoken.push(delta)) and math.isnan(first):
                 first = now - t0
         end = time.perf_counter()
-        if first != first:
+        if math.isnan(first):
             first = end - t0
         if t_first_token is not None and deltas > 1 and end > t_first_token:
             rate = (deltas - 1) / (end - t_first_token)
@@ -210,9 +193,9 @@ async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[s
 
 
 def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
-    """(accepted, invented a figure)."""
+    """(accepted, invented a figure: one neither the facts nor the questions hold)."""
     if question.not_covered:
-        invented = bool(figures(answer) - figures(facts))
+        invented = bool(figures(answer) - figures(facts) - figures(" ".join(question.turns)))
         honest = re.search(DONT_KNOW, answer, re.I) is not None
         return honest and not invented, invented
     ok = any(re.search(p, answer, re.I | re.S) for p in question.accept)
@@ -230,7 +213,8 @@ async def run(args: argparse.Namespace) -> list[Result]:
         path = config.knowledge or example_knowledge(persona)
         facts = Path(path).read_text() if path else ""  # noqa: ASYNC240 - once, at set-up
         t0 = time.perf_counter()
-        llm = build_engine(config)
+        # As deployed (the persona's figure check, no holding phrase), or the bare model.
+        llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         try:
             for question in [x for x in QUESTIONS if x.persona == persona]:
@@ -252,7 +236,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         by_cat[r.question.category].append(r)
     print(f"\n{time.strftime('%Y-%m-%d')}, {platform.machine()}, model "
           f"{args.model or 'qwen2.5-coder-1.5b'}, {args.threads} thread(s), "
-          f"temperature {'persona default' if args.temperature is None else args.temperature}\n")
+          f"temperature {'persona default' if args.temperature is None else args.temperature}, "
+          f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}\n")
     print("| category | questions | accepted | accuracy |")
     print("|---|---|---|---|")
     for cat, rs in by_cat.items():
@@ -263,8 +248,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         bad = sum(r.invented for r in nc)
         print(f"\nInvented figures on not-covered questions: {bad}/{len(nc)} "
               f"({100 * bad / len(nc):.0f}%)")
-    firsts = [r.first_chunk_s for r in results if r.first_chunk_s is not None]
-    rates = [r.tokens_per_s for r in results if r.tokens_per_s == r.tokens_per_s]
+    firsts = [r.first_chunk_s for r in results if not math.isnan(r.first_chunk_s)]
+    rates = [r.tokens_per_s for r in results if not math.isnan(r.tokens_per_s)]
     print("\n| measure | p50 | p95 | n |")
     print("|---|---|---|---|")
     print(f"| first speakable chunk | {pct(firsts, 0.5) * 1000:.0f} ms | "
@@ -289,6 +274,8 @@ def main() -> int:
     parser.add_argument("--knowledge-bank", default=None)
     parser.add_argument("--knowledge-tutor", default=None)
     parser.add_argument("--show", action="store_true", help="print every answer as it comes")
+    parser.add_argument("--raw", action="store_true",
+                        help="the bare model, without the persona's figure check")
     args = parser.parse_args()
     results = asyncio.run(run(args))
     report(results, args)

@@ -26,6 +26,7 @@ class _Segment:
     pcm: np.ndarray
     tag: str | None
     on_start: Callable[[], None] | None = None  # called when its first sample is read
+    on_end: Callable[[], None] | None = None  # called when its last sample is read
 
     @property
     def end(self) -> int:
@@ -41,10 +42,10 @@ class AudioTimeline:
 
     def write(
         self, pcm: np.ndarray, start: int, tag: str | None = None,
-        on_start: Callable[[], None] | None = None,
+        on_start: Callable[[], None] | None = None, on_end: Callable[[], None] | None = None,
     ) -> None:
         if len(pcm):
-            self._segments.append(_Segment(start, pcm, tag, on_start))
+            self._segments.append(_Segment(start, pcm, tag, on_start, on_end))
 
     def read(self, start: int, count: int) -> np.ndarray | None:
         """Samples [start, start+count); None when nothing scheduled overlaps (silence)."""
@@ -62,6 +63,9 @@ class AudioTimeline:
             if seg.on_start is not None:  # the first of its samples to leave
                 callback, seg.on_start = seg.on_start, None
                 callback()
+            if seg.on_end is not None and hi == seg.end:
+                callback, seg.on_end = seg.on_end, None
+                callback()
         self._segments = [s for s in self._segments if s.end > end]
         return out
 
@@ -70,7 +74,7 @@ class AudioTimeline:
         for seg in self._segments:
             if seg.start >= sample:
                 continue
-            if seg.end > sample:
+            if seg.end > sample:  # cut short: it never reaches its own end
                 seg = _Segment(seg.start, seg.pcm[: sample - seg.start], seg.tag, seg.on_start)
             kept.append(seg)
         self._segments = kept
@@ -137,18 +141,22 @@ class Playout:
         at: float,
         tag: str | None = None,
         on_start: Callable[[float], None] | None = None,
+        on_end: Callable[[float], None] | None = None,
     ) -> float:
         """Place PCM so its first sample plays at clock time `at`; returns its end time.
 
-        `on_start(t)` is called with the clock time at which the audio track hands the first
-        sample to the encoder (never, if it is cleared first): the truth about when a voice
-        started, which the schedule alone cannot tell (the track may be late or stopped).
+        `on_start(t)` / `on_end(t)` are called with the clock time at which the audio track
+        hands the first / last sample to the encoder (never, if it is cleared first): the
+        truth about when a voice started and stopped, which the schedule alone cannot tell
+        (the track may be late or stopped).
         """
         out = to_out_rate(pcm, sample_rate)
         start = round(at * OUT_RATE)
-        started = None if on_start is None else lambda: on_start(self.clock.time())
-        self.audio.write(out, start, tag, started)
+        self.audio.write(out, start, tag, self._at_now(on_start), self._at_now(on_end))
         return (start + len(out)) / OUT_RATE
+
+    def _at_now(self, callback: Callable[[float], None] | None) -> Callable[[], None] | None:
+        return None if callback is None else lambda: callback(self.clock.time())
 
     def schedule_video(self, frames: Sequence[np.ndarray], at: float) -> float:
         """Place consecutive RGB frames (H, W, 3 uint8) starting at clock time `at`."""

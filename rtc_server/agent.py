@@ -1,23 +1,30 @@
-"""The conversation: turn-taking, barge-in and start-early for one session.
+"""The conversation of one session: turn-taking, barge-in, false interruptions, start-early.
 
-States: listening -> thinking -> speaking -> listening. One Turn runs at a time; it is a
-single task (LLM -> chunker -> TTS -> face -> clock) cancelled as a unit. `interrupt()` is
-the one entry point for stopping the agent: it cancels the Turn, clears everything scheduled
-after "now" on both tracks (the mouth is closed on the next frame), and the history keeps what
-the user actually heard.
+One `Turn` speaks at a time (`rtc_server/turn.py`); the conversation decides when turns
+start, stop, pause and resume, and it alone emits the session's state (`_update_state`, from
+the current turn's phase) and writes the history (`_record`, once per finished turn, from what
+the audio track actually played).
 
-Start early: when the user pauses, the LLM starts on the stable partial transcript; the Turn
-prepares its first chunk but schedules nothing until the final transcript confirms the text
-(otherwise it is discarded), so the endpoint's hangover hides the LLM's first-token time.
+- Start early: at a pause the LLM starts on the stable partial transcript; the turn prepares
+  its first chunk but plays nothing until the final transcript confirms the words, else it
+  is discarded (and writes nothing).
+- Barge-in: `barge_in_min_ms` of user speech while the agent speaks pauses it at once (the
+  voice stops within a frame, the mouth closes). The interrupting utterance is heard whole,
+  from its onset with the endpointer's pre-roll, whatever the agent was doing. If it turns out
+  to be a false interruption (a cough, a click, "mm-hm": no words, or only backchannel words)
+  the answer resumes from the start of the word it was cut in; otherwise (words heard, or it
+  goes on longer than `false_interruption_max_ms`) the turn is interrupted and the new words
+  get their answer. `resume_false_interruption = false` interrupts at once instead.
+- A new final transcript while a turn is still thinking replaces that turn (texts joined).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,21 +34,45 @@ from engines.text.chunker import Chunker, ChunkerConfig
 from engines.text.spoken import SpokenFilter
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
-from rtc_server.events import AgentText, Transcript, TurnTimings
+from rtc_server.events import AgentText, State, Transcript, TurnTimings
 from rtc_server.hearing import Hearing, Utterance
 from rtc_server.session import Session
-from rtc_server.speaker import Prepared, Speaker
+from rtc_server.speaker import Voice
 from rtc_server.turn import Turn
 
 logger = logging.getLogger(__name__)
 MAX_HISTORY_MESSAGES = 40  # the LLM trims to its token budget; this bounds memory
+# Said while someone else talks, they ask for nothing (English and Chinese backchannels).
+BACKCHANNEL = frozenset({
+    "mm", "mmm", "mhm", "mm-hm", "mm-hmm", "mmhmm", "hmm", "hm", "uh-huh", "uh", "huh", "um",
+    "ah", "oh", "yeah", "yes", "yep", "ok", "okay", "right", "sure", "i see", "got it",
+    "alright", "thank you", "thanks", "you", "嗯", "对", "好", "是", "哦", "嗯嗯", "对对",
+})
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'-]+", text.lower())
+
+
+def is_backchannel(text: str) -> bool:
+    """No words, or only words that ask for nothing."""
+    words = _words(text)
+    if not words:
+        return True
+    phrase = " ".join(words)
+    return phrase in BACKCHANNEL or all(w in BACKCHANNEL for w in words)
 
 
 def _same_words(a: str, b: str) -> bool:
-    def words(s: str) -> list[str]:
-        return re.findall(r"[\w']+", s.lower())
+    return _words(a) == _words(b)
 
-    return words(a) == words(b)
+
+@dataclass
+class _BargeIn:
+    """A user utterance that paused the agent, until it is known to be real or not."""
+
+    utterance_id: int
+    turn: Turn
 
 
 class AgentBehaviour:
@@ -50,7 +81,7 @@ class AgentBehaviour:
         self._engines = engines
         self._config = config.agent
         self._llm_max_tokens = min(config.agent.max_new_tokens, config.llm.max_new_tokens)
-        self._speaker = Speaker(engines, session.playout, config.agent.lead_ms / 1000)
+        self._voice = Voice(engines, session.playout.fps)
         self._hearing = Hearing(
             asr=engines.asr, vad=config.vad, pause_ms=config.asr.decode_ahead_ms,
             clock=session.clock, pools=engines.pools, tasks=session.tasks, listener=self,
@@ -58,6 +89,8 @@ class AgentBehaviour:
         )
         self.history: list[ChatMessage] = []
         self._turn: Turn | None = None
+        self._barge: _BargeIn | None = None
+        self._state: State | None = None
         self._turns = 0
         # Each user utterance gets its turn id when it starts, so its partials, its final and
         # the answer (early-started or not) all carry the same id on the data channel.
@@ -66,74 +99,128 @@ class AgentBehaviour:
     # --- Behaviour ------------------------------------------------------------------------
 
     def on_connected(self) -> None:
-        self._session.set_state("listening")
+        self._update_state()
         if self._config.greeting:
-            self._start_turn(Turn(self._next_id(), user_text=""), self._config.greeting)
+            turn = self._new_turn(self._next_id(), "", None)
+            self._begin(turn, _chunks_of(self._config.greeting))
 
     def on_audio(self, frame: np.ndarray) -> None:
         self._hearing.push(frame)
 
     async def aclose(self) -> None:
-        self._cancel_turn()
-
-    def interrupt(self) -> None:
-        """Stop speaking now: cancel the Turn and clear scheduled media (barge-in)."""
-        self._cancel_turn()
-        self._session.playout.clear_after()
-        self._speaker.reset()
-        self._session.set_state("listening")
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            await turn.interrupt()
 
     # --- HearingListener --------------------------------------------------------------------
 
     def on_speech_start(self, utterance_id: int) -> None:
         self._utterance_turn = {utterance_id: self._next_id()}
-        self._session.log.debug(
-            "user speech %d started (agent speaking: %s)", utterance_id, self._speaking()
-        )
+        self._session.log.debug("user speech %d started (agent: %s)", utterance_id,
+                                self._turn.phase if self._turn else "idle")
 
     def on_voice(self, utterance_id: int, voiced_ms: float) -> None:
-        if voiced_ms >= self._config.barge_in_min_ms and self._speaking():
-            self._session.log.info("barge-in after %.0f ms of user speech", voiced_ms)
-            self._session.metrics.barge_ins.inc()
-            self.interrupt()
+        barge, turn = self._barge, self._turn
+        if barge is not None and barge.utterance_id == utterance_id:
+            if voiced_ms >= self._config.false_interruption_max_ms:
+                self._real_interruption("long speech")
+            return
+        if turn is None or turn.phase != "speaking" or voiced_ms < self._config.barge_in_min_ms:
+            return
+        metrics = self._session.metrics
+        metrics.barge_ins.inc()
+        metrics.barge_in_ms.observe(voiced_ms)
+        turn.barge_in_ms = round(voiced_ms, 1)
+        self._session.log.info("barge-in after %.0f ms of user speech", voiced_ms)
+        self._barge = _BargeIn(utterance_id, turn)
+        if self._config.resume_false_interruption:
+            turn.pause()
+        else:
+            self._real_interruption("barge-in")
 
     def on_partial(self, utterance_id: int, text: str) -> None:
         self._session.emit(Transcript(turn_id=self._turn_id(utterance_id), text=text, final=False))
+        barge = self._barge
+        if barge is not None and barge.utterance_id == utterance_id and not is_backchannel(text):
+            self._real_interruption(f"heard {text!r}")
 
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
-        if not (self._config.start_early and text) or self._busy():
+        barge = self._barge
+        if barge is not None and barge.utterance_id == utterance_id:
+            if is_backchannel(text):
+                return
+            self._real_interruption(f"heard {text!r}")
+        if not (self._config.start_early and text) or self._turn is not None:
             return
-        turn = Turn(self._turn_id(utterance_id), text, utterance_id, speculative=True)
-        self._start_turn(turn)
+        turn = self._new_turn(self._turn_id(utterance_id), text, utterance_id, speculative=True)
+        self._begin(turn, self._answer(turn, [*self.history, ChatMessage("user", text)]))
 
     def on_resume(self, utterance_id: int) -> None:
         turn = self._turn
         if turn is not None and turn.speculative and turn.utterance_id == utterance_id:
-            self._cancel_turn()  # the user went on talking: that guess is stale
+            self._discard(turn)  # the user went on talking: that guess is stale
 
     def on_final(self, utterance: Utterance) -> None:
-        session, turn = self._session, self._turn
+        session = self._session
         session.log.debug("final %d: %r", utterance.id, utterance.text)
+        session.emit(
+            Transcript(turn_id=self._turn_id(utterance.id), text=utterance.text, final=True)
+        )
+        barge = self._barge
+        if barge is not None and barge.utterance_id == utterance.id:
+            self._barge = None
+            if is_backchannel(utterance.text) and barge.turn is self._turn:
+                session.log.info("false interruption (%r): resuming", utterance.text)
+                session.metrics.false_interruptions.inc()
+                barge.turn.resume()
+                self._update_state()
+                return
+            if barge.turn is self._turn:
+                self._stop(barge.turn)
+        turn = self._turn
         if turn is not None and turn.speculative and turn.utterance_id == utterance.id:
             if utterance.text and _same_words(utterance.text, turn.user_text):
                 turn.user_text = utterance.text
                 self._confirm(turn, utterance)
                 return
-            self._cancel_turn()
+            self._discard(turn)
+            turn = None
         if not utterance.text:
-            if not self._speaking():
-                session.set_state("listening")
+            self._update_state()
             return
-        if self._speaking():
+        if turn is not None and turn.phase in ("speaking", "paused"):
             session.log.info("ignored a short remark while speaking: %r", utterance.text)
             return
         text = utterance.text
-        if turn is not None and not turn.speculative and not turn.started_speaking:
-            text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking Turn
-            self._cancel_turn()
-        new = Turn(self._turn_id(utterance.id), text, utterance.id)
-        self._confirm(new, utterance, start=True)
+        if turn is not None and turn.phase == "thinking" and turn.utterance_id is not None:
+            text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking turn
+            self._discard(turn)
+        new = self._new_turn(self._turn_id(utterance.id), text, utterance.id)
+        self._confirm(new, utterance)
+        self._begin(new, self._answer(new, [*self.history, ChatMessage("user", text)]))
+
+    # --- TurnHost ---------------------------------------------------------------------------
+
+    def turn_changed(self, turn: Turn) -> None:
+        if turn.phase == "speaking" and not turn.announced:
+            # Early marks, so the page shows the latency as soon as the voice starts; the
+            # complete set follows when the turn ends.
+            turn.announced = True
+            self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=turn.timings_ms()))
+        if turn.phase == "done":
+            self._record(turn)
+            if self._turn is turn:
+                self._turn = None
+            if self._barge is not None and self._barge.turn is turn:
+                self._barge = None
+        self._update_state()
+
+    def turn_said(self, turn: Turn, text: str) -> None:
+        self._session.emit(AgentText(turn_id=turn.id, text=text, final=False))
+
+    def turn_failed(self, turn: Turn, exc: Exception) -> None:
+        self._session.report_error("turn_failed", exc)
 
     # --- turns ------------------------------------------------------------------------------
 
@@ -146,63 +233,65 @@ class AgentBehaviour:
             self._utterance_turn = {utterance_id: self._next_id()}
         return self._utterance_turn[utterance_id]
 
-    def _busy(self) -> bool:
-        return self._turn is not None or self._speaking()
+    def _new_turn(
+        self, turn_id: int, user_text: str, utterance_id: int | None, *, speculative: bool = False
+    ) -> Turn:
+        return Turn(
+            turn_id, user_text, self._session.playout, self._voice, self,
+            utterance_id=utterance_id, speculative=speculative,
+            lead_s=self._config.lead_ms / 1000, apology=self._config.apology,
+        )
 
-    def _speaking(self) -> bool:
-        """Audio is scheduled, or a Turn has begun speaking and is not over: a pause between
-        two chunks (the LLM slower than speech) is still the agent's turn to talk."""
-        turn = self._turn
-        if turn is not None and turn.started_speaking and not turn.speculative:
-            return True
-        return self._session.playout.busy_until() > self._session.clock.time()
+    def _begin(self, turn: Turn, chunks: AsyncGenerator[str, None]) -> None:
+        """Make `turn` the current one; it starts once the previous one has fully stopped."""
+        previous, self._turn = self._turn, turn
+        self._session.tasks.spawn(f"turn-{turn.id}-begin", self._switch(previous, turn, chunks))
+        self._update_state()
 
-    def _confirm(self, turn: Turn, utterance: Utterance, *, start: bool = False) -> None:
+    async def _switch(
+        self, previous: Turn | None, turn: Turn, chunks: AsyncGenerator[str, None]
+    ) -> None:
+        if previous is not None:
+            await previous.interrupt()
+        if self._turn is turn:
+            turn.start(chunks)
+        else:  # replaced before it began
+            await chunks.aclose()
+
+    def _confirm(self, turn: Turn, utterance: Utterance) -> None:
         clock = self._session.clock
-        turn.speculative = False
         turn.mark("voice_end", utterance.voice_end)
         turn.mark("speech_end", utterance.speech_end)
         turn.mark("asr_final", clock.time())
-        self._session.emit(Transcript(turn_id=turn.id, text=utterance.text, final=True))
-        self._session.set_state("thinking")
-        if start:
-            self._start_turn(turn)
-        turn.gate.set()
+        turn.confirm()
 
-    def _start_turn(self, turn: Turn, fixed_text: str | None = None) -> None:
-        self._cancel_turn()
-        self._turn = turn
-        turn.mark("turn_start", self._session.clock.time())
-        if not turn.speculative:
-            turn.gate.set()
-        turn.task = self._session.tasks.spawn(f"turn-{turn.id}", self._run(turn, fixed_text))
+    def _stop(self, turn: Turn) -> None:
+        """Interrupt `turn` (it records what was heard when it has stopped)."""
+        if self._turn is turn:
+            self._turn = None
+        self._session.tasks.spawn(f"turn-{turn.id}-stop", turn.interrupt())
+        self._update_state()
 
-    def _cancel_turn(self) -> None:
-        turn, self._turn = self._turn, None
-        if turn is not None and turn.task is not None and not turn.task.done():
-            turn.task.cancel()
+    def _discard(self, turn: Turn) -> None:
+        """Stop a turn that must leave no trace: an early start proved wrong or replaced."""
+        turn.discarded = True
+        self._stop(turn)
 
-    async def _run(self, turn: Turn, fixed_text: str | None) -> None:
-        session = self._session
-        try:
-            if fixed_text is not None:
-                await self._speak(turn, self._chunks_of(fixed_text))
-            else:
-                messages = [*self.history, ChatMessage("user", turn.user_text)]
-                await self._speak(turn, self._answer(turn, messages))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # turn boundary: say sorry instead of going silent
-            turn.failed = True
-            session.report_error("turn_failed", exc)
-            try:
-                await self._speak(turn, self._chunks_of(self._config.apology))
-            except Exception as again:  # noqa: BLE001 - nothing left to say it with
-                session.log.error("apology failed too: %s", again)
-        finally:
-            self._record(turn)
-            if self._turn is turn:
-                self._turn = None
+    def _real_interruption(self, why: str) -> None:
+        barge, self._barge = self._barge, None
+        if barge is not None and not barge.turn.is_done:
+            self._session.log.info("interrupted (%s)", why)
+            self._stop(barge.turn)
+
+    def _update_state(self) -> None:
+        """The session's state, derived from the current turn: the one place it is emitted."""
+        turn = self._turn
+        state: State = "listening"
+        if turn is not None and turn.phase in ("thinking", "speaking"):
+            state = turn.phase
+        if state != self._state:
+            self._state = state
+            self._session.set_state(state)
 
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
@@ -226,70 +315,16 @@ class AgentBehaviour:
             turn.mark("first_chunk", clock.time())
             yield chunk
 
-    async def _chunks_of(self, text: str) -> AsyncGenerator[str, None]:
-        chunker = Chunker()
-        for chunk in [*chunker.push(text), *chunker.flush()]:
-            yield chunk
-
-    async def _speak(self, turn: Turn, chunks: AsyncGenerator[str, None]) -> None:
-        """Prepare chunk n+1 while chunk n plays; schedule once the Turn is confirmed."""
-        session, speaker = self._session, self._speaker
-        pending: asyncio.Queue[Prepared | None] = asyncio.Queue(maxsize=2)
-        failure: list[Exception] = []
-
-        async def produce() -> None:
-            try:
-                async with aclosing(chunks):
-                    async for text in chunks:
-                        prepared = await speaker.prepare(text, turn)
-                        if prepared is not None:
-                            await pending.put(prepared)
-            except Exception as exc:  # handed to the consumer, which fails the turn
-                failure.append(exc)
-            await pending.put(None)
-
-        producer = session.tasks.spawn(f"turn-{turn.id}-prepare", produce())
-        try:
-            end = session.clock.time()
-            while (prepared := await pending.get()) is not None:
-                await turn.gate.wait()
-                chunk = speaker.schedule(prepared, turn)
-                end = chunk.at + chunk.duration_s
-                session.tasks.spawn(
-                    f"turn-{turn.id}-announce", self._announce(turn, chunk.at, chunk.text)
-                )
-            if failure:
-                raise failure[0]  # a failure of the LLM, TTS or face
-            await session.clock.sleep_until(end)
-        finally:
-            producer.cancel()
-        if self._turn is turn or self._turn is None:
-            session.set_state("listening")
-
-    async def _announce(self, turn: Turn, at: float, text: str) -> None:
-        """At the moment a chunk starts playing: state, its text, and the turn's timings."""
-        session = self._session
-        await session.clock.sleep_until(at)
-        if turn.task is None or turn.task.done():
-            return  # cancelled before it was heard
-        first = "first_audio_sent" not in turn.marks
-        if first:
-            turn.mark("first_audio_sent", session.clock.time())
-            session.set_state("speaking")
-            # Early marks, so the page shows the latency as soon as the voice starts; the
-            # complete set follows when the turn ends (a holding phrase can come first).
-            session.emit(TurnTimings(turn_id=turn.id, marks_ms=turn.timings_ms()))
-        session.emit(AgentText(turn_id=turn.id, text=text, final=False))
-
     def _record(self, turn: Turn) -> None:
-        """Keep the exchange in the history, cut to what the user heard."""
-        heard = turn.heard_text(self._session.playout)
+        """Keep the exchange in the history, cut to what the user heard: once per turn, and
+        never for a discarded or never confirmed one."""
+        if turn.discarded or turn.speculative:
+            return
+        heard = turn.heard_text()
         if turn.user_text:
             if self.history and self.history[-1].role == "user":
                 previous = self.history.pop()
-                self.history.append(
-                    ChatMessage("user", f"{previous.content} {turn.user_text}")
-                )
+                self.history.append(ChatMessage("user", f"{previous.content} {turn.user_text}"))
             else:
                 self.history.append(ChatMessage("user", turn.user_text))
         if heard:
@@ -299,10 +334,20 @@ class AgentBehaviour:
             self._session.emit(AgentText(turn_id=turn.id, text="", final=True))
         if "first_audio_sent" in turn.marks:
             timings = turn.timings_ms()
-            self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=timings))
+            self._session.emit(
+                TurnTimings(turn_id=turn.id, marks_ms=timings, barge_in_ms=turn.barge_in_ms)
+            )
             if "speech_end" in turn.marks:
                 self._session.metrics.observe_turn(timings)
             fields = {f"ms_{stage}": ms for stage, ms in timings.items()}
             self._session.log.info(
-                "turn %d done", turn.id, extra={"heard_words": len(heard.split()), **fields}
+                "turn %d done", turn.id,
+                extra={"heard_words": len(heard.split()), "interrupted": turn.interrupted,
+                       **fields},
             )
+
+
+async def _chunks_of(text: str) -> AsyncGenerator[str, None]:
+    chunker = Chunker()
+    for chunk in [*chunker.push(text), *chunker.flush()]:
+        yield chunk

@@ -107,8 +107,14 @@ class MediaConfig:
 class AgentConfig:
     # Spoken on connect, before the user says anything ("" = no greeting).
     greeting: str = "Hi, I'm Ava. What would you like to talk about?"
-    # User speech this long while the agent speaks interrupts it (barge-in).
-    barge_in_min_ms: int = 250
+    # User speech this long while the agent speaks pauses it (barge-in).
+    barge_in_min_ms: int = 180
+    # After a barge-in, an utterance with no words or only backchannel words ("mm-hm",
+    # "yeah", a cough) resumes the answer from the word it was cut in; false: every barge-in
+    # ends the answer.
+    resume_false_interruption: bool = True
+    # A barge-in utterance that goes on this long is a real interruption, words or not.
+    false_interruption_max_ms: int = 1200
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
     # The first spoken chunk ends at the first clause boundary, or is cut at a space past
@@ -124,6 +130,8 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.barge_in_min_ms < 0 or self.lead_ms < 0 or self.max_new_tokens < 1:
             raise ValueError("barge_in_min_ms and lead_ms must be >= 0, max_new_tokens >= 1")
+        if self.false_interruption_max_ms < self.barge_in_min_ms:
+            raise ValueError("false_interruption_max_ms must be >= barge_in_min_ms")
         if self.first_chunk_max_chars < 3:
             raise ValueError("first_chunk_max_chars must be at least 3")
 

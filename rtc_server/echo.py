@@ -67,9 +67,5 @@ class EchoBehaviour:
         if session.playout.busy_until() <= end:
             session.set_state("listening")
 
-    def interrupt(self) -> None:
-        self._session.playout.clear_after()
-        self._session.set_state("listening")
-
     async def aclose(self) -> None:
         self._utterance = None

@@ -8,6 +8,7 @@ that keeps the picture at its frame rate. Sizes are per process, not per session
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -57,6 +58,14 @@ class Engines:
     face: FaceAnimator
     make_smoother: Callable[[], Any]  # per-session Kalman smoother (engines.face.smoothing)
     pools: Pools = field(default_factory=Pools)
+
+    async def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
+        """Speech -> landmark offsets at the face model's rate, on the face pool."""
+        loop = asyncio.get_running_loop()
+        offsets: np.ndarray = await loop.run_in_executor(
+            self.pools.face, self.face.animate, pcm, sample_rate
+        )
+        return offsets
 
     def close(self) -> None:
         self.llm.close()

@@ -58,6 +58,7 @@ class TurnTimings:
     type: ClassVar[str] = "timings"
     turn_id: int
     marks_ms: dict[str, float] = field(default_factory=dict)
+    barge_in_ms: float | None = None  # user speech onset -> agent audio cleared, if barged in
 
 
 @dataclass(frozen=True)

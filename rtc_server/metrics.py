@@ -28,7 +28,16 @@ class Metrics:
         )
 
         self.barge_ins = Counter(
-            "rtc_barge_ins", "Agent speech interrupted by the user", registry=self.registry
+            "rtc_barge_ins", "Agent speech paused or stopped by the user", registry=self.registry
+        )
+        self.false_interruptions = Counter(
+            "rtc_false_interruptions", "Barge-ins that were not (the answer resumed)",
+            registry=self.registry,
+        )
+        self.barge_in_ms = Histogram(
+            "rtc_barge_in_ms", "User speech onset to agent audio cleared, ms",
+            buckets=(100, 150, 200, 250, 300, 400, 500, 750, 1000, 2000),
+            registry=self.registry,
         )
         self.turn_stage_ms = Histogram(
             "rtc_turn_stage_ms",

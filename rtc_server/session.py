@@ -22,7 +22,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from common.logs import ContextLogger
 from media.audio import InboundAudio
-from media.clock import MediaClock
+from media.clock import MediaClock, Timer
 from media.idle import FrameSource
 from media.playout import Playout
 from media.tracks import ClockedAudioTrack, ClockedVideoTrack
@@ -49,10 +49,6 @@ class Behaviour(Protocol):
         """One 20 ms frame of 16 kHz mono int16 from the user. Must not block."""
         ...
 
-    def interrupt(self) -> None:
-        """Stop any speech now and clear what is scheduled (barge-in)."""
-        ...
-
     async def aclose(self) -> None: ...
 
 
@@ -67,13 +63,14 @@ class Session:
         render_executor: Executor | None = None,
         behaviour_factory: Callable[[Session], Behaviour],
         on_closed: Callable[[str], None],
+        timer: Timer | None = None,
     ) -> None:
         self._id = session_id
         self.config = config
         self.metrics = metrics
         self._on_closed = on_closed
         self.log = ContextLogger(logger, {"session_id": session_id})
-        self.clock = MediaClock()
+        self.clock = MediaClock(timer)  # a FakeTimer in the conversation's unit tests
         media = config.media
         self.playout = Playout(self.clock, fps=media.fps, width=media.width, height=media.height)
         self.tasks = TaskSet(f"session:{session_id}")
@@ -142,10 +139,6 @@ class Session:
         self.log.error("%s: %s", code, exc, exc_info=exc)
         self.metrics.session_errors.labels(reason=code).inc()
         self.emit(ErrorEvent(code=code, message=str(exc) or type(exc).__name__))
-
-    def interrupt(self) -> None:
-        """The one entry point for stopping the agent mid-speech (see Behaviour.interrupt)."""
-        self.behaviour.interrupt()
 
     # --- peer connection callbacks ------------------------------------------------------
 

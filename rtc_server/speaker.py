@@ -1,86 +1,65 @@
-"""Speaking, per session: text chunks -> TTS -> face landmarks -> scheduled on the clock.
+"""The voice of a session: a text chunk -> speech and lip motion, off the event loop.
 
-Each chunk is synthesized and animated off the event loop, then its audio and its landmark
-offsets are scheduled at the same frame-aligned clock time, right after whatever is already
-scheduled: sound and lips start together, and chunk n+1 is prepared while chunk n plays.
-Frames are rendered just in time by the video track, so a barge-in drops unrendered work.
+`Voice.prepare(text, smoother)` runs the TTS on its pool and the face model on its pool (or
+its cross-session batcher), then smooths and re-times the landmarks for the video
+(`engines.voicing`, the same path the offline renderer takes). The smoother is the turn's,
+so a result that arrives after its turn was cancelled changes nothing anyone still uses, and
+the caller simply drops it (the cancelled await).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from engines.face.features import FPS as FACE_FPS
-from engines.face.features import resample_frames
-from engines.text.normalize import normalize
-from media.playout import Playout
+from engines.face.smoothing import KalmanSmoother
+from engines.voicing import lips, speak, word_starts
 from rtc_server.engine_set import Engines
-from rtc_server.turn import SpokenChunk, Turn
 
 
 @dataclass(frozen=True)
-class Prepared:
+class Voiced:
+    """One chunk of the answer, ready to play: its audio and its lips, frame for frame."""
+
     text: str
-    pcm: np.ndarray
+    pcm: np.ndarray  # int16 mono at `sample_rate`
     sample_rate: int
-    offsets: np.ndarray  # [T, 68, 2] at the playout's fps
+    offsets: np.ndarray  # [T, 68, 2] landmark offsets at the video's fps
+    word_starts_s: tuple[float, ...]  # where words begin: the points a paused answer resumes
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.pcm) / self.sample_rate
 
 
-class Speaker:
-    def __init__(self, engines: Engines, playout: Playout, clock_lead_s: float) -> None:
+class Voice:
+    def __init__(self, engines: Engines, fps: int) -> None:
         self._engines = engines
-        self._playout = playout
-        self._lead_s = clock_lead_s
-        self._smoother = engines.make_smoother()
-        self._chunks = 0
+        self._fps = fps
 
-    def reset(self) -> None:
-        """After a barge-in: the next utterance starts from a closed mouth."""
-        if self._smoother is not None:
-            self._smoother.reset()
+    def smoother(self) -> KalmanSmoother | None:
+        """A new smoother for one turn (None when smoothing is off)."""
+        made: KalmanSmoother | None = self._engines.make_smoother()
+        return made
 
-    async def prepare(self, text: str, turn: Turn) -> Prepared | None:
-        """TTS and face for one chunk (None if it has nothing to say)."""
-        spoken = normalize(text).strip()
-        if not spoken:
-            return None
+    async def prepare(
+        self,
+        text: str,
+        smoother: KalmanSmoother | None,
+        on_audio: Callable[[], None] | None = None,
+    ) -> Voiced | None:
+        """TTS then face for one chunk (`on_audio` between the two, for the turn's marks);
+        None when it has nothing to say."""
         loop = asyncio.get_running_loop()
-        pools, clock = self._engines.pools, self._playout.clock
-        parts = await loop.run_in_executor(
-            pools.tts, lambda: list(self._engines.tts.synthesize(spoken))
-        )
-        parts = [p for p in parts if len(p.pcm)]
-        if not parts:
+        engines = self._engines
+        speech = await loop.run_in_executor(engines.pools.tts, speak, engines.tts, text)
+        if speech is None:
             return None
-        turn.mark("tts_first_audio", clock.time())
-        rate = parts[0].sample_rate
-        pcm = np.concatenate([p.pcm for p in parts])
-        offsets = await loop.run_in_executor(pools.face, self._animate, pcm, rate)
-        turn.mark("face_first_frame", clock.time())
-        return Prepared(text.strip(), pcm, rate, offsets)
-
-    def _animate(self, pcm: np.ndarray, rate: int) -> np.ndarray:
-        offsets = np.asarray(self._engines.face.animate(pcm, rate), np.float32)
-        if self._smoother is not None and len(offsets):
-            # The whole chunk is known before it plays, so smooth both ways (zero phase): a
-            # causal Kalman filter alone delays the mouth by about a frame (measured 40 ms).
-            # The forward pass carries the session's state across chunks for continuity.
-            forward = self._smoother.smooth(offsets)
-            backward = self._engines.make_smoother().smooth(offsets[::-1])[::-1]
-            offsets = (forward + backward) / 2
-        return resample_frames(offsets, FACE_FPS, self._playout.fps)
-
-    def schedule(self, prepared: Prepared, turn: Turn) -> SpokenChunk:
-        """Put one prepared chunk on the timeline, after what is already scheduled."""
-        playout = self._playout
-        at = playout.frame_time(max(playout.clock.time() + self._lead_s, playout.busy_until()))
-        self._chunks += 1
-        tag = f"turn{turn.id}-chunk{self._chunks}"
-        end = playout.schedule_audio(prepared.pcm, prepared.sample_rate, at, tag=tag)
-        playout.schedule_pose(prepared.offsets, at)
-        chunk = SpokenChunk(prepared.text, tag, end - at, at)
-        turn.chunks.append(chunk)
-        return chunk
+        if on_audio is not None:
+            on_audio()
+        raw = await engines.animate(speech.pcm, speech.sample_rate)
+        offsets = lips(raw, smoother, self._fps)
+        return Voiced(text.strip(), speech.pcm, speech.sample_rate, offsets, word_starts(speech))

@@ -1,16 +1,38 @@
-"""One agent Turn: the unit that is cancelled as a whole, and what it records.
+"""One agent turn: the owner of everything it starts (LiveKit's `SpeechHandle` is the model).
 
-A Turn knows its user text, its latency marks (clock times), and the chunks it scheduled
-(text, playout tag, duration), so that after it ends, for whatever reason, the history keeps
-only what the user actually heard (the audio track's per-tag sample counts).
+A Turn turns a stream of text chunks into scheduled voice and lips: its own tasks prepare
+chunk n+1 (TTS, face, with the turn's own smoother) while chunk n plays, and schedule each
+chunk on the session's playout at one frame-aligned clock time for sound and lips. It keeps
+what it scheduled, so that it can say, after any ending, what the user actually heard.
+
+Phases, reported to its host (the conversation) in one place, `_set_phase`:
+`waiting` (started early on a partial transcript; nothing is scheduled until `confirm()`)
+-> `thinking` -> `speaking` (from the moment the audio track sends its first sample)
+<-> `paused` (a possible interruption: scheduled media cleared, the rest kept) -> `done`.
+
+- `pause()` clears what is scheduled after now and keeps it, rewound to the start of the word
+  that was cut; `resume()` plays it again and goes on (a false interruption).
+- `interrupt()` is the one way to stop a turn: it clears the media, cancels every task the
+  turn owns and returns once they have all stopped. Results of executor work that finish
+  later are dropped with the cancelled awaits.
+- The turn is done when its chunks have all played (the track reported each last sample) or
+  it was interrupted; `done()` waits for that. The host then writes the history once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 from media.playout import Playout
+from rtc_server.speaker import Voice, Voiced
+from rtc_server.tasks import TaskSet
+
+logger = logging.getLogger(__name__)
+Phase = Literal["waiting", "thinking", "speaking", "paused", "done"]
 
 # Stage order for the data channel and the page's latency panel.
 STAGES = (
@@ -18,35 +40,152 @@ STAGES = (
     "tts_first_audio", "face_first_frame", "first_audio_sent",
 )
 _FULLY_PLAYED_SLACK_S = 0.06
+_PREPARED_AHEAD = 2  # chunks prepared while one plays
+
+
+class TurnHost(Protocol):
+    def turn_changed(self, turn: Turn) -> None:
+        """The turn's phase changed (read `turn.phase`)."""
+        ...
+
+    def turn_said(self, turn: Turn, text: str) -> None:
+        """A chunk of the answer began to play."""
+        ...
+
+    def turn_failed(self, turn: Turn, exc: Exception) -> None:
+        """A stage failed; the turn says its apology next."""
+        ...
 
 
 @dataclass
 class SpokenChunk:
-    text: str
+    voiced: Voiced
+    index: int
+    heard_s: float = 0.0  # how far into the chunk the track has sent audio
+    started: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.voiced.text
+
+    @property
+    def duration_s(self) -> float:
+        return self.voiced.duration_s
+
+
+@dataclass
+class _Part:
+    """A scheduled piece of a chunk (all of it, or the rest after a pause)."""
+
+    chunk: SpokenChunk
+    from_s: float  # where in the chunk it starts
     tag: str
-    duration_s: float
-    at: float  # clock time its first sample plays
+    at: float = 0.0
 
 
 @dataclass
 class Turn:
     id: int
     user_text: str
+    playout: Playout
+    voice: Voice
+    host: TurnHost
     utterance_id: int | None = None  # None for the greeting
-    speculative: bool = False  # started on a partial at a pause; waits for `gate`
+    speculative: bool = False  # started on a partial; nothing plays until confirm()
+    lead_s: float = 0.06
+    apology: str = ""
     marks: dict[str, float] = field(default_factory=dict)
     chunks: list[SpokenChunk] = field(default_factory=list)
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
+    phase: Phase = "thinking"
     failed: bool = False
+    interrupted: bool = False
+    discarded: bool = False  # an early start proved wrong, or replaced: leaves no history
+    announced: bool = False  # the early timings went out when the voice started
+    barge_in_ms: float | None = None  # user speech onset -> agent audio cleared
+
+    def __post_init__(self) -> None:
+        self.phase = "waiting" if self.speculative else "thinking"
+        self._tasks = TaskSet(f"turn-{self.id}")
+        self._smoother = self.voice.smoother()
+        self._confirmed = asyncio.Event()
+        if not self.speculative:
+            self._confirmed.set()
+        self._playing = asyncio.Event()  # not paused
+        self._playing.set()
+        self._idle = asyncio.Event()  # nothing outstanding on the playout
+        self._idle.set()
+        self._outstanding: list[_Part] = []
+        self._replay: list[_Part] = []
+        self._parts = 0
+        self._done = asyncio.Event()
+        self._stopping = False
+
+    # --- control (the host) -----------------------------------------------------------------
+
+    def start(self, chunks: AsyncIterator[str]) -> None:
+        self.mark("turn_start", self.playout.clock.time())
+        self._tasks.spawn("run", self._run(chunks))
+
+    def confirm(self) -> None:
+        """The final transcript confirmed an early start: it may speak now."""
+        self.speculative = False
+        if self.phase == "waiting":
+            self._set_phase("thinking")
+        self._confirmed.set()
+
+    def pause(self) -> bool:
+        """Stop the voice now but keep the rest (a possible interruption). False if it was
+        not speaking."""
+        if self.phase != "speaking" or self._stopping:
+            return False
+        self._record_heard()
+        self.playout.clear_after()
+        kept: list[_Part] = []
+        for part in self._outstanding:
+            played = self.playout.played_s(part.tag)
+            resume = part.from_s
+            if played > 0:  # cut mid-chunk: go back to the start of the word that was cut
+                cut = part.from_s + played
+                resume = max((w for w in part.chunk.voiced.word_starts_s if w <= cut),
+                             default=part.from_s)
+                resume = max(resume, part.from_s)
+            kept.append(_Part(part.chunk, resume, ""))
+        self._replay = kept + self._replay
+        self._outstanding = []
+        self._playing.clear()
+        self._idle.set()
+        self._set_phase("paused")
+        return True
+
+    def resume(self) -> None:
+        """It was a false interruption: play what was kept and go on."""
+        if self.phase == "paused" and not self._stopping:
+            self._set_phase("speaking")
+            self._playing.set()
+
+    async def interrupt(self) -> None:
+        """Stop everything this turn does; returns once all its tasks have stopped."""
+        if not self._stopping:
+            self._stopping = True
+            self.interrupted = True
+            self.playout.clear_after()
+            self._outstanding, self._replay = [], []
+            await self._tasks.cancel_all()
+            self._finish()
+        await self._done.wait()
+
+    async def done(self) -> None:
+        await self._done.wait()
+
+    @property
+    def is_done(self) -> bool:
+        return self._done.is_set()
+
+    # --- what it said -----------------------------------------------------------------------
 
     def mark(self, stage: str, t: float) -> None:
         """Record the first time a stage is reached (later calls are ignored)."""
         self.marks.setdefault(stage, t)
-
-    @property
-    def started_speaking(self) -> bool:
-        return bool(self.chunks)
 
     def timings_ms(self) -> dict[str, float]:
         """Marks in ms after `speech_end` (the greeting: after the turn began)."""
@@ -55,16 +194,160 @@ class Turn:
         ordered += [s for s in self.marks if s not in STAGES and s != "turn_start"]
         return {s: round((self.marks[s] - zero) * 1000.0, 1) for s in ordered}
 
-    def heard_text(self, playout: Playout) -> str:
+    def heard_text(self) -> str:
         """The answer up to where playback stopped (whole words, proportional in a chunk)."""
         words: list[str] = []
         for chunk in self.chunks:
-            played = playout.played_s(chunk.tag)
-            if played >= chunk.duration_s - _FULLY_PLAYED_SLACK_S:
-                words.extend(chunk.text.split())
+            chunk_words = chunk.text.split()
+            if chunk.heard_s >= chunk.duration_s - _FULLY_PLAYED_SLACK_S:
+                words.extend(chunk_words)
                 continue
-            if played > 0:
-                chunk_words = chunk.text.split()
-                words.extend(chunk_words[: int(len(chunk_words) * played / chunk.duration_s)])
+            if chunk.heard_s > 0:
+                words.extend(chunk_words[: int(len(chunk_words) * chunk.heard_s
+                                               / chunk.duration_s)])
             break
         return " ".join(words)
+
+    # --- the work ---------------------------------------------------------------------------
+
+    async def _run(self, chunks: AsyncIterator[str]) -> None:
+        try:
+            try:
+                await self._speak(chunks)
+            except Exception as exc:  # turn boundary: say sorry instead of going silent
+                self.failed = True
+                self.host.turn_failed(self, exc)
+                if self.apology:
+                    await self._speak(_single(self.apology))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the apology failed too: nothing left to say it with
+            logger.error("turn %d: apology failed too: %s", self.id, exc)
+        finally:
+            self._finish()
+
+    async def _speak(self, chunks: AsyncIterator[str]) -> None:
+        prepared: asyncio.Queue[Voiced | BaseException | None] = asyncio.Queue(_PREPARED_AHEAD)
+        producer = self._tasks.spawn("prepare", self._prepare(chunks, prepared))
+        try:
+            while (item := await prepared.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item  # a failure of the LLM, TTS or face
+                await self._confirmed.wait()
+                chunk = SpokenChunk(item, len(self.chunks))
+                self.chunks.append(chunk)
+                await self._play(_Part(chunk, 0.0, ""))
+            await self._drain()
+        finally:
+            producer.cancel()
+
+    async def _prepare(
+        self, chunks: AsyncIterator[str], out: asyncio.Queue[Voiced | BaseException | None]
+    ) -> None:
+        clock = self.playout.clock
+        try:
+            async for text in chunks:
+                voiced = await self.voice.prepare(
+                    text, self._smoother,
+                    on_audio=lambda: self.mark("tts_first_audio", clock.time()),
+                )
+                if voiced is not None:
+                    self.mark("face_first_frame", clock.time())
+                    await out.put(voiced)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the player, which fails the turn
+            await out.put(exc)
+            return
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+        await out.put(None)
+
+    async def _play(self, part: _Part) -> None:
+        """Schedule `part` once playing is allowed, after whatever is kept from a pause."""
+        while True:
+            await self._playing.wait()
+            if self._replay:
+                self._schedule(self._replay.pop(0))
+                continue
+            if self._playing.is_set():
+                self._schedule(part)
+                return
+
+    async def _drain(self) -> None:
+        """Wait until everything scheduled (and kept from pauses) has played."""
+        while True:
+            await self._playing.wait()
+            while self._replay:
+                self._schedule(self._replay.pop(0))
+            if not self._outstanding:
+                return
+            self._idle.clear()
+            await self._idle.wait()
+
+    def _schedule(self, part: _Part) -> None:
+        playout, voiced = self.playout, part.chunk.voiced
+        fps = playout.fps
+        first_frame = round(part.from_s * fps)
+        start_s = first_frame / fps  # audio and lips cut at one frame instant
+        pcm = voiced.pcm[round(start_s * voiced.sample_rate) :]
+        offsets = voiced.offsets[first_frame:]
+        if len(pcm) == 0:
+            return
+        self._parts += 1
+        part.tag, part.from_s = f"turn{self.id}-part{self._parts}", start_s
+        part.at = playout.frame_time(
+            max(playout.clock.time() + self.lead_s, playout.busy_until())
+        )
+        playout.schedule_audio(
+            pcm, voiced.sample_rate, part.at, tag=part.tag,
+            on_start=lambda t: self._started(part, t), on_end=lambda t: self._ended(part, t),
+        )
+        if len(offsets):
+            playout.schedule_pose(offsets, part.at)
+        self._outstanding.append(part)
+        self._idle.clear()
+
+    # --- the audio track's reports (on the event loop, inside its recv) ---------------------
+
+    def _started(self, part: _Part, t: float) -> None:
+        if self._stopping:
+            return
+        if "first_audio_sent" not in self.marks:
+            self.mark("first_audio_sent", t)
+        if not part.chunk.started:
+            part.chunk.started = True
+            self.host.turn_said(self, part.chunk.text)
+        if self.phase in ("thinking", "waiting"):
+            self._set_phase("speaking")
+
+    def _ended(self, part: _Part, t: float) -> None:
+        part.chunk.heard_s = max(part.chunk.heard_s, part.chunk.duration_s)
+        if part in self._outstanding:
+            self._outstanding.remove(part)
+        if not self._outstanding:
+            self._idle.set()
+
+    def _record_heard(self) -> None:
+        for part in self._outstanding:
+            played = self.playout.played_s(part.tag)
+            part.chunk.heard_s = max(part.chunk.heard_s, part.from_s + played)
+
+    def _finish(self) -> None:
+        if self._done.is_set():
+            return
+        self._record_heard()
+        self._outstanding = []
+        self._set_phase("done")
+        self._done.set()
+
+    def _set_phase(self, phase: Phase) -> None:
+        if phase != self.phase:
+            self.phase = phase
+            self.host.turn_changed(self)
+
+
+async def _single(text: str) -> AsyncIterator[str]:
+    yield text

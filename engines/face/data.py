@@ -27,7 +27,7 @@ from engines.face.corpus import sentences
 from engines.face.features import SAMPLE_RATE, log_mel, num_frames
 from engines.face.shapes import params_to_offsets
 from engines.face.visemes import brow_from_audio, trajectory
-from engines.tts.base import PhonemeTiming
+from engines.tts.base import PhonemeTiming, join_speech
 
 logger = logging.getLogger(__name__)
 
@@ -110,16 +110,8 @@ def _speak(tts: object, text: str) -> tuple[np.ndarray, tuple[PhonemeTiming, ...
     """All sentences of `text` joined, resampled to 16 kHz, timings rescaled to match."""
     import soxr
 
-    parts = list(tts.synthesize(text))  # type: ignore[attr-defined]
-    rate = parts[0].sample_rate
-    phonemes: list[PhonemeTiming] = []
-    offset = 0
-    for part in parts:
-        shift = 1000.0 * offset / rate
-        phonemes.extend(PhonemeTiming(p.phoneme, p.start_ms + shift, p.dur_ms)
-                        for p in part.phonemes)
-        offset += len(part.pcm)
-    pcm = np.concatenate([p.pcm for p in parts])
+    speech = join_speech(list(tts.synthesize(text)), text)  # type: ignore[attr-defined]
+    pcm, rate, phonemes = speech.pcm, speech.sample_rate, speech.phonemes
     out = soxr.resample(pcm, rate, SAMPLE_RATE).astype(np.int16)
     k = (len(out) / SAMPLE_RATE) / (len(pcm) / rate)  # soxr's length is off by a sample or so
     return out, tuple(PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in phonemes)

@@ -28,6 +28,7 @@ class KalmanSmoother:
     def __init__(self, process_noise: float = 0.004, measurement_noise: float = 0.01) -> None:
         if process_noise <= 0 or measurement_noise <= 0:
             raise ValueError("Kalman noise levels must be positive")
+        self.process_noise, self.measurement_noise = process_noise, measurement_noise
         q2 = float(process_noise) ** 2
         self._q = q2 * np.array([[0.25, 0.5], [0.5, 1.0]])
         self._r = float(measurement_noise) ** 2
@@ -57,6 +58,10 @@ class KalmanSmoother:
         self._v = self._v + k1 * innovation
         self._p = p - np.outer([k0, k1], p[0])
         return self._x.astype(np.float32)
+
+    def fresh(self) -> KalmanSmoother:
+        """A new filter with the same noise settings and no state."""
+        return KalmanSmoother(self.process_noise, self.measurement_noise)
 
     def smooth(self, sequence: np.ndarray) -> np.ndarray:
         """Smooth frames [T, ...] in order, continuing from the current state."""

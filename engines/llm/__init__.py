@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from engines.llm.base import ChatLLM, ChatMessage
 from engines.llm.config import LLMConfig
+from engines.llm.grounding import GroundedLLM
 from engines.llm.personas import persona
 from engines.llm.prompt import PromptBuilder
 from engines.llm.resilience import AnswerCache, Notice, ResilientLLM
@@ -32,9 +33,9 @@ def build_prompt(config: LLMConfig) -> PromptBuilder:
     )
 
 
-def build_engine(config: LLMConfig) -> ChatLLM:
-    """The bare engine of `config` in this process (no resilience wrapper)."""
-    prompt = build_prompt(config)
+def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> ChatLLM:
+    """The bare engine of `config` (no figure check, no resilience wrapper)."""
+    prompt = prompt or build_prompt(config)
     temperature = temperature_of(config)
     if config.engine == "llama-cpp":
         from engines.llm.llama import LlamaCppLLM
@@ -65,10 +66,17 @@ def build_engine(config: LLMConfig) -> ChatLLM:
 
 
 def create_llm(config: LLMConfig | None = None) -> ChatLLM:
-    """Build (and load) the configured chat engine, wrapped in `ResilientLLM` unless
-    `config.resilient` is off."""
+    """Build (and load) the configured chat engine: checked for unknown figures when the
+    persona asks for it (`GroundedLLM`), wrapped in `ResilientLLM` unless `config.resilient`
+    is off."""
     config = config or LLMConfig()
-    engine = build_engine(config)
+    prompt = build_prompt(config)
+    engine = build_engine(config, prompt)
+    p = persona(config.persona)
+    only_known = p.known_figures_only if config.known_figures_only is None else (
+        config.known_figures_only)
+    if only_known and prompt.facts:
+        engine = GroundedLLM(engine, prompt.facts, p.unknown)
     if not config.resilient:
         return engine
     cache = (

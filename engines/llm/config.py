@@ -31,6 +31,10 @@ class LLMConfig:
     # tutor), "" = none. Up to 8,000 characters sit in the cached prompt; larger files (up
     # to 2 MiB) are searched per question (BM25).
     knowledge: str | None = None
+    # Stop an answer at a figure (amount, rate, time, phone number) that neither the facts nor
+    # the conversation hold, and say the persona's "I don't have that information" instead;
+    # None = the persona's default (on for bank).
+    known_figures_only: bool | None = None
     history_tokens: int = 1536  # token budget for the conversation after the system prompt
     max_new_tokens: int = 160  # default answer length cap (the caller may pass less)
     temperature: float | None = None  # None = the persona's (bank 0, tutor 0.3, companion 0.7)

@@ -1,10 +1,14 @@
 """Ready system prompts: video-call companion, bank customer agent, tutor.
 
 Every prompt says who the agent is and who made it (without that the bundled Qwen model
-claims to be made by OpenAI or Alibaba Cloud), asks for short spoken answers with no markdown
-(the text goes straight to a voice), and, when the deployment has a knowledge file, binds
-answers about the deployment to those facts: where they are silent the agent says so and
-offers a next step instead of inventing a figure.
+claims to be made by OpenAI or Alibaba Cloud) and asks for short spoken answers with no
+markdown (the text goes straight to a voice). When the deployment has a knowledge file, the
+prompt binds answers about the deployment to those facts: where they are silent the agent
+says so and offers a next step instead of inventing a figure. What makes a 1.5B model keep
+to that (measured with `bench/answers.py` on the bank questions, 14 -> 21 of 24 right): the
+facts one per line, the rules before and after them, a few worked examples from another
+domain (so no example figure can leak into an answer), and a one-line reminder with every
+question (`Persona.reminder`, added by `engines.llm.prompt`).
 
 Each persona has its default sampling temperature (greedy for the bank: an answer about
 money must not vary) and, for `bank` and `tutor`, an example knowledge file shipped in
@@ -28,6 +32,17 @@ class Persona:
     fallback: str  # the next step it offers when the facts are silent
     temperature: float
     example_knowledge: str | None  # file name in KNOWLEDGE_DIR
+    unknown: str  # said instead of a figure the facts do not hold (engines.llm.grounding)
+    known_figures_only: bool  # the default of `[llm] known_figures_only`
+    examples: tuple[tuple[str, str, str], ...] = ()  # (what the FACTS say, question, answer)
+
+    @property
+    def reminder(self) -> str:
+        """The line that rides with every question when the deployment has facts."""
+        return (
+            f"(If this is about {self.scope.split(',')[0]}, answer only from the FACTS; if "
+            "they do not say, say you don't have that information.)"
+        )
 
 
 _SPOKEN = (
@@ -40,15 +55,15 @@ _IDENTITY = (
     "other company."
 )
 _GROUNDING = (
-    "The FACTS below are the only source for anything about {scope}. Never invent a time, "
-    "price, fee, rate, limit, phone number, date or name. If the FACTS do not answer such a "
-    "question, say plainly that you don't have that information and {fallback}. Questions "
+    "The FACTS are the only source for anything about {scope}. Never invent a time, price, "
+    "fee, rate, limit, address, phone number, date or name. If the FACTS do not answer such "
+    "a question, say plainly that you don't have that information and {fallback}. Questions "
     "of general knowledge you may answer as usual."
 )
 _NO_FACTS = (
     "You have no information about {scope}. If asked about such things, say you don't have "
-    "that information and {fallback}. Never invent times, prices, fees, rates, phone "
-    "numbers, dates or names."
+    "that information and {fallback}. Never invent times, prices, fees, rates, addresses, "
+    "phone numbers, dates or names."
 )
 
 PERSONAS: dict[str, Persona] = {
@@ -61,21 +76,41 @@ PERSONAS: dict[str, Persona] = {
         fallback="suggest where the user could find out",
         temperature=0.7,
         example_knowledge=None,
+        unknown="Actually, I'm not sure about that.",
+        known_figures_only=False,
     ),
     "bank": Persona(
         role=(
             "You are {name}, a polite customer service agent of a retail bank, inside the "
             "bank's app. You help with accounts, cards, payments, fees and opening hours. You "
-            "cannot see the customer's accounts or transactions. You never ask for full card "
-            "numbers, PINs or passwords, and for anything that needs identity checks you offer "
-            "to connect the customer to a human colleague."
+            "cannot see the customer's accounts, balance or transactions. You never ask for "
+            "full card numbers, PINs or passwords, and for anything that needs identity checks "
+            "you offer to connect the customer to a human colleague."
         ),
-        scope="the bank, its products, fees, rates, hours and procedures, or the customer's "
-        "own account",
+        scope="the bank, its products, fees, rates, limits, hours, addresses and procedures, "
+        "or the customer's own account",
         fallback="offer to connect the customer with a human colleague or point them to the "
         "Help section of the app",
         temperature=0.0,
         example_knowledge="bank.md",
+        unknown=(
+            "Actually, I don't have that information. A colleague can help you with it, or you "
+            "can look in the Help section of the app."
+        ),
+        known_figures_only=True,
+        examples=(
+            ("the car park opens at 7:00", "When does your car park open?",
+             "Our car park opens at 7:00."),
+            ("nothing about a gym", "How much does your gym cost?",
+             "I'm sorry, I don't have that information. I can connect you with a colleague, "
+             "or you can look in the Help section of the app."),
+            ("nothing about the customer's loan", "How much do I still owe on my loan?",
+             "I can't see your accounts, so I don't have that information. A colleague can "
+             "check it for you after a quick identity check."),
+            ("staff never ask for a PIN", "Someone phoned me and asked for my PIN. Was it you?",
+             "No, we never ask for your PIN. Please don't share it, and let us know about "
+             "the call."),
+        ),
     ),
     "tutor": Persona(
         role=(
@@ -83,10 +118,19 @@ PERSONAS: dict[str, Persona] = {
             "with a simple example, check understanding with a short question, and encourage "
             "the student."
         ),
-        scope="the course: its schedule, deadlines, grading and rules",
+        scope="the course, its schedule, deadlines, grading and rules",
         fallback="suggest asking the human teacher on the course page",
         temperature=0.3,
         example_knowledge="tutor.md",
+        unknown=(
+            "Actually, I don't have that information. Please ask the teacher on the course page."
+        ),
+        known_figures_only=False,
+        examples=(
+            ("the essay is due on Friday", "When is the essay due?", "The essay is due on Friday."),
+            ("nothing about field trips", "Is there a field trip this term?",
+             "I don't have that information. Please ask the teacher on the course page."),
+        ),
     ),
 }
 
@@ -106,15 +150,21 @@ def example_knowledge(name: str) -> Path | None:
 def system_prompt(
     name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False
 ) -> str:
-    """The full system prompt of a ready persona: with the deployment's `facts` inline, or
-    (`retrieved`) with the rule that the facts come with each question."""
+    """The full system prompt of a ready persona: with the deployment's `facts` inline (one
+    per line), or (`retrieved`) with the rule that the facts come with each question."""
     p = persona(name)
     grounded = bool(facts) or retrieved
     rules = (_GROUNDING if grounded else _NO_FACTS).format(scope=p.scope, fallback=p.fallback)
-    if retrieved:
-        rules = rules.replace("The FACTS below are", "The FACTS given with each question are")
-    text = " ".join([p.role, _IDENTITY, _SPOKEN, rules]).replace("{name}", agent_name)
+    text = " ".join([p.role, _IDENTITY, _SPOKEN, rules])
     if facts:
         # The rules again after the facts: a small model follows what it read last.
         text += f"\n\nFACTS:\n{facts.strip()}\nEND OF FACTS.\n\n{rules}"
-    return text
+    elif retrieved:
+        text += "\n\nThe FACTS that may answer a question come with it."
+    if grounded and p.examples:
+        shots = "\n".join(
+            f'(The FACTS say {said}.) Customer: {question}\n{{name}}: {answer}'
+            for said, question, answer in p.examples
+        )
+        text += f"\n\nExamples of good answers:\n{shots}"
+    return text.replace("{name}", agent_name)

@@ -10,56 +10,60 @@ own words.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engines.llm.base import ChatMessage
 from engines.llm.errors import InvalidInputError
-from engines.llm.knowledge import Knowledge, Retriever
-from engines.llm.personas import example_knowledge, system_prompt
+from engines.llm.knowledge import Knowledge, Retriever, fact_lines
+from engines.llm.personas import example_knowledge, persona, system_prompt
 
 
 @dataclass(frozen=True)
 class PromptBuilder:
     system: str
     retriever: Retriever | None = None
+    reminder: str | None = None  # appended to every user message (the same way every time)
+    facts: str = ""  # the deployment's facts as given (figure checks), "" for none
 
     @classmethod
     def for_persona(
         cls,
-        persona: str,
+        persona_name: str,
         agent_name: str = "Ava",
         knowledge: str | None = None,
         system_override: str | None = None,
     ) -> PromptBuilder:
         """`knowledge`: a file path, "" for none, None for the persona's example file."""
-        path = example_knowledge(persona) if knowledge is None else (knowledge or None)
+        path = example_knowledge(persona_name) if knowledge is None else (knowledge or None)
         facts = Knowledge.load(path) if path is not None else None
+        inline = fact_lines(facts.text) if facts is not None and facts.inline else None
         if system_override:
-            system = system_override
-            if facts is not None and facts.inline:
-                system += f"\n\nFACTS:\n{facts.text}\nEND OF FACTS."
-        elif facts is None:
-            system = system_prompt(persona, agent_name)
-        elif facts.inline:
-            system = system_prompt(persona, agent_name, facts.text)
+            system = system_override + (f"\n\nFACTS:\n{inline}\nEND OF FACTS." if inline else "")
         else:
-            system = system_prompt(persona, agent_name, retrieved=True)
+            retrieved = facts is not None and not facts.inline
+            system = system_prompt(persona_name, agent_name, inline, retrieved=retrieved)
         retriever = facts.index() if facts is not None and not facts.inline else None
-        return cls(system, retriever)
+        reminder = persona(persona_name).reminder if facts is not None else None
+        return cls(system, retriever, reminder, facts.text if facts is not None else "")
 
-    def messages(
-        self, messages: Sequence[ChatMessage], count_tokens: Callable[[str], int] | None = None
-    ) -> list[ChatMessage]:
+    def messages(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         """System prompt + conversation (a caller's own system message replaces ours)."""
         msgs = [m for m in messages if m.content.strip() or m.role == "assistant"]
         if not msgs or msgs[-1].role != "user":
             raise InvalidInputError("the last message must be the user's")
+        if self.reminder is not None:
+            # Every user message, not only the last: earlier turns then read exactly as they
+            # did when they were new, and the KV cache of the conversation stays reusable.
+            msgs = [
+                ChatMessage("user", f"{m.content}\n{self.reminder}") if m.role == "user" else m
+                for m in msgs
+            ]
         if msgs[0].role != "system":
             msgs.insert(0, ChatMessage("system", self.system))
         if self.retriever is not None:
-            question = msgs[-1].content
+            question = messages[-1].content
             found = self.retriever.relevant(question)
-            facts = "\n\n".join(found) if found else "(nothing in the facts matches)"
-            msgs[-1] = ChatMessage("user", f"FACTS:\n{facts}\nEND OF FACTS.\n\n{question}")
+            facts = "\n".join(fact_lines(s) for s in found) if found else "(none)"
+            msgs[-1] = ChatMessage("user", f"FACTS:\n{facts}\nEND OF FACTS.\n\n{msgs[-1].content}")
         return msgs

@@ -6,7 +6,7 @@ voice's own rate (the media edge resamples to 48 kHz).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +34,27 @@ class Speech:
     @property
     def duration_s(self) -> float:
         return len(self.pcm) / self.sample_rate
+
+
+def join_speech(parts: Sequence[Speech], text: str | None = None) -> Speech:
+    """One Speech from consecutive parts (a TTS yields one per sentence): PCM joined, each
+    part's phoneme times shifted by the audio before it."""
+    if not parts:
+        raise ValueError("no speech to join")
+    rate = parts[0].sample_rate
+    if any(p.sample_rate != rate for p in parts):
+        raise ValueError("speech parts at different sample rates")
+    phonemes: list[PhonemeTiming] = []
+    offset = 0
+    for part in parts:
+        shift = 1000.0 * offset / rate
+        phonemes.extend(
+            PhonemeTiming(p.phoneme, p.start_ms + shift, p.dur_ms) for p in part.phonemes
+        )
+        offset += len(part.pcm)
+    pcm = np.concatenate([p.pcm for p in parts]).astype(np.int16, copy=False)
+    joined = text if text is not None else " ".join(p.text for p in parts)
+    return Speech(pcm=pcm, sample_rate=rate, phonemes=tuple(phonemes), text=joined)
 
 
 class TTS(Protocol):

@@ -54,19 +54,28 @@ def test_a_bad_knowledge_file_stops_the_engine_before_any_model_loads(tmp_path: 
 def test_inline_facts_sit_in_the_system_prompt_and_the_prefix_never_changes() -> None:
     builder = PromptBuilder.for_persona("bank", "Ava")
     assert "0800 123 4568" in builder.system and builder.retriever is None
+    assert "- Lost or stolen card: " in builder.system  # one fact per line, labelled
     first = builder.messages([ChatMessage("user", "When are you open?")])
     later = builder.messages([
         ChatMessage("user", "When are you open?"), ChatMessage("assistant", "From nine."),
         ChatMessage("user", "And on Saturday?"),
     ])
-    assert first[0] == later[0] and first[0].role == "system"
-    assert later[1:] == [
-        ChatMessage("user", "When are you open?"), ChatMessage("assistant", "From nine."),
-        ChatMessage("user", "And on Saturday?"),
-    ]
+    # What the model read for the first turn is exactly the start of the second prompt.
+    assert later[: len(first)] == first and first[0].role == "system"
+    assert [m.role for m in later] == ["system", "user", "assistant", "user"]
+    assert later[-1].content.startswith("And on Saturday?")
+    assert builder.reminder is not None and later[-1].content.endswith(builder.reminder)
     # "" means no facts at all: the persona then says it has no such information.
     bare = PromptBuilder.for_persona("bank", "Ava", knowledge="")
     assert "0800" not in bare.system and "no information" in bare.system
+    assert bare.reminder is None
+
+
+def test_comments_in_a_knowledge_file_are_not_facts(tmp_path: Path) -> None:
+    path = tmp_path / "facts.md"
+    path.write_text("# Shop\n<!-- TODO: ask Sam about Sundays -->\nWe open at 8:00.\n")
+    builder = PromptBuilder.for_persona("bank", "Ava", knowledge=str(path))
+    assert "8:00" in builder.system and "Sam" not in builder.system
 
 
 def test_large_files_are_searched_per_question(tmp_path: Path) -> None:
@@ -79,11 +88,12 @@ def test_large_files_are_searched_per_question(tmp_path: Path) -> None:
     assert "0800 999 111" not in builder.system  # not in the cached prefix...
     history = [ChatMessage("user", "Hi"), ChatMessage("assistant", "Hello!")]
     msgs = builder.messages([*history, ChatMessage("user", "I lost my card. Who do I call?")])
-    assert msgs[1:3] == history  # earlier turns untouched, so their KV cache is reused
+    # Earlier turns carry no facts: only the newest question pays for its own.
+    assert msgs[1] == ChatMessage("user", f"Hi\n{builder.reminder}") and msgs[2] == history[1]
     assert "0800 999 111" in msgs[-1].content  # ...but with the question it answers
-    assert msgs[-1].content.endswith("I lost my card. Who do I call?")
+    assert "I lost my card. Who do I call?" in msgs[-1].content
     none = builder.messages([ChatMessage("user", "zebra xylophone")])
-    assert "nothing in the facts matches" in none[-1].content
+    assert "FACTS:\n(none)" in none[-1].content
 
 
 def test_chinese_questions_find_chinese_sections(tmp_path: Path) -> None:

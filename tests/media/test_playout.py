@@ -214,16 +214,33 @@ async def test_on_start_reports_when_the_track_sends_the_first_sample() -> None:
     timer, playout = make_playout()
     playout.clock.start()
     started: list[float] = []
+    ended: list[float] = []
     cleared: list[float] = []
     tone = np.full(OUT_FRAME_SAMPLES * 3, 5000, np.int16)
-    playout.schedule_audio(tone, OUT_RATE, at=0.1, tag="a", on_start=started.append)
-    playout.schedule_audio(tone, OUT_RATE, at=0.5, tag="b", on_start=cleared.append)
+    playout.schedule_audio(tone, OUT_RATE, at=0.1, tag="a", on_start=started.append,
+                           on_end=ended.append)
+    playout.schedule_audio(tone, OUT_RATE, at=0.5, tag="b", on_start=cleared.append,
+                           on_end=cleared.append)
     assert started == []  # scheduled is not sent
     audio = ClockedAudioTrack(playout)
     while playout.clock.time() < 0.2:
         await audio.recv()
-    assert started == [pytest.approx(0.1)]
+    assert started == [pytest.approx(0.1)] and ended == [pytest.approx(0.14)]
     playout.clear_after()  # "b" never plays
     while playout.clock.time() < 0.7:
         await audio.recv()
     assert started == [pytest.approx(0.1)] and cleared == []
+
+
+async def test_audio_cut_short_never_reports_its_end() -> None:
+    timer, playout = make_playout()
+    playout.clock.start()
+    ended: list[float] = []
+    playout.schedule_audio(np.full(OUT_RATE, 5000, np.int16), OUT_RATE, at=0.0, on_end=ended.append)
+    audio = ClockedAudioTrack(playout)
+    while playout.clock.time() < 0.3:
+        await audio.recv()
+    playout.clear_after()
+    while playout.clock.time() < 1.5:
+        await audio.recv()
+    assert ended == []

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 
 from engines.cache import cache_dir
-from engines.tts.base import TTS, PhonemeTiming, Speech
+from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech
 
 Engine = Literal["piper", "espeak"]
 _CACHE_VERSION = 2  # bump when the engines' output format or the cache layout changes
@@ -54,22 +54,6 @@ def _engine(engine: Engine, voice: str | None, speed: float, pitch: int | None) 
 
         return EspeakTTS(voice or "en-us", speed=speed, pitch=pitch)
     raise ValueError(f"unknown engine {engine!r}")
-
-
-def _concat(parts: list[Speech], text: str) -> Speech:
-    if not parts:
-        raise ValueError(f"no speech for {text!r}")
-    rate = parts[0].sample_rate
-    phonemes: list[PhonemeTiming] = []
-    offset = 0
-    for part in parts:
-        shift = 1000.0 * offset / rate
-        phonemes.extend(
-            PhonemeTiming(p.phoneme, p.start_ms + shift, p.dur_ms) for p in part.phonemes
-        )
-        offset += len(part.pcm)
-    pcm = np.concatenate([p.pcm for p in parts]).astype(np.int16, copy=False)
-    return Speech(pcm=pcm, sample_rate=rate, phonemes=tuple(phonemes), text=text)
 
 
 def _resample(speech: Speech, sample_rate: int) -> Speech:
@@ -121,7 +105,7 @@ def _native(
                 text=text,
             )
     tts = _engine(engine, voice, float(speed), pitch)
-    speech = _concat(list(tts.synthesize(text)), text)
+    speech = join_speech(list(tts.synthesize(text)), text)
     # Write-then-rename: concurrent test workers never read a half-written file.
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
     with os.fdopen(fd, "wb") as f:

@@ -1,0 +1,261 @@
+"""Benchmark: talking over the agent, through the real WebRTC path, on the embedded defaults.
+
+The server runs as its own process; a loopback aiortc peer asks a question that gets a long
+answer, and 1.2 s after the answer's voice arrives it talks over it:
+- real interruptions: a second question in one of several voices (piper, espeak-ng en-us,
+  en-gb+f3, en-us+m3). Measured at the client: how long after the interrupting speech began
+  the agent's audio stopped arriving, the interrupting question's final transcript (WER),
+  and whether the reply answers it (a keyword of the right answer);
+- false interruptions: a cough (shaped noise bursts), clicks, and backchannels ("mm-hm",
+  "uh-huh", "yeah"). Measured: how often the answer ended (no more agent audio within 4 s of
+  the sound, or a new answer to it) instead of going on.
+Prints p50/p95 tables (markdown).
+
+    unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/barge_in.py [--trials 10]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.server_process import running_server  # noqa: E402
+from bench.stats import pct  # noqa: E402
+from common.logs import setup_logging  # noqa: E402
+from engines.asr.text import word_error_rate  # noqa: E402
+from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
+from tests.support.agent import audio_timeline  # noqa: E402
+from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from tests.support.speech import synth  # noqa: E402
+
+RATE = 16000
+LONG = (
+    "Tell me about the history of the Roman Empire.",
+    "Explain how airplanes stay in the air.",
+    "Describe a walk through the old town of Prague.",
+    "Tell me a long story about a brave knight and a dragon.",
+    "Explain how the internet works.",
+)
+QUESTIONS = (
+    ("What is the capital of Japan?", ("tokyo",)),
+    ("How many legs does a spider have?", ("eight", "8")),
+    ("Who wrote Romeo and Juliet?", ("shakespeare",)),
+    ("What is the largest ocean on Earth?", ("pacific",)),
+    ("What color do you get when you mix blue and yellow?", ("green",)),
+    ("Which planet is known as the red planet?", ("mars",)),
+    ("What is the capital of Italy?", ("rome",)),
+    ("What language do people speak in Brazil?", ("portuguese",)),
+    ("How many days are there in a week?", ("seven", "7")),
+    ("What is the freezing point of water in Celsius?", ("zero", "0")),
+)
+VOICES = (("piper", None), ("espeak", "en-us"), ("espeak", "en-gb+f3"), ("espeak", "en-us+m3"))
+FALSE = ("cough", "clicks", "mm-hm", "uh-huh", "yeah")
+CONFIG = """
+[server]
+mode = "agent"
+port = {port}
+log_level = "WARNING"
+[ice]
+loopback_only = true
+[agent]
+greeting = ""
+"""
+LOUD_RMS = 200.0
+LEAD_S = 0.5
+
+
+def cough(seed: int) -> np.ndarray:
+    """Two bursts of band-limited noise with a fast attack: what a cough sounds like to a VAD."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for length_s in (0.18, 0.12):
+        n = int(RATE * length_s)
+        noise = np.convolve(rng.standard_normal(n), np.ones(4) / 4, mode="same")
+        envelope = np.exp(-np.linspace(0, 5, n)) * np.minimum(1, np.linspace(0, 30, n))
+        parts += [noise * envelope * 9000, np.zeros(int(RATE * 0.08))]
+    return np.concatenate(parts).astype(np.int16)
+
+
+def clicks() -> np.ndarray:
+    out = np.zeros(int(RATE * 0.6), np.int16)
+    for k in range(5):
+        out[k * 1900 : k * 1900 + 24] = 20000
+    return out
+
+
+def sound(kind: str, seed: int) -> np.ndarray:
+    if kind == "cough":
+        return cough(seed)
+    if kind == "clicks":
+        return clicks()
+    return synth(kind.capitalize() + ".", engine="piper")
+
+
+def onset(pcm: np.ndarray) -> float:
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > 500)
+    return float(loud[0] / RATE) if len(loud) else 0.0
+
+
+@dataclass
+class Trial:
+    kind: str  # "question" or a false-interruption kind
+    voice: str
+    was_speaking: bool
+    stop_ms: float = float("nan")
+    wer: float = float("nan")
+    answered: bool = False
+    ended: bool = False
+    heard: str = ""
+    reply: str = ""
+
+
+async def talk_over(url: str, first: str, audio: np.ndarray) -> tuple[LoopbackPeer, float, float,
+                                                                        bool]:
+    """Ask `first`, then play `audio` 1.2 s into the answer's voice. Returns the peer, the
+    onset and end of the sound (monotonic, at the client) and whether the agent was speaking."""
+    mic = PcmMicrophone(np.concatenate([np.zeros(int(RATE * LEAD_S), np.int16),
+                                        synth(first, engine="piper")]), RATE)
+    peer = LoopbackPeer(url, microphone=mic)
+    await peer.connect()
+    await peer.wait_event(lambda e: e["type"] == "timings" and "first_audio_sent" in
+                          e.get("marks_ms", {}), 90)
+    await asyncio.sleep(1.2)
+    padded = np.concatenate([np.zeros(int(RATE * 0.3), np.int16), audio])
+    mic.set_audio(padded, RATE)
+    await asyncio.wait_for(mic.playing.wait(), 5)
+    assert mic.started_at is not None
+    start = mic.started_at + onset(padded)
+    end = mic.started_at + len(padded) / RATE
+    a_t, rms = audio_timeline(peer.received)
+    before = (a_t > start - 0.4) & (a_t < start)
+    return peer, start, end, bool(before.any() and rms[before].max() > LOUD_RMS)
+
+
+def stop_time(peer: LoopbackPeer, start: float, quiet_s: float = 0.3) -> float | None:
+    a_t, rms = audio_timeline(peer.received)
+    run = 0
+    for i in np.flatnonzero(a_t >= start):
+        run = run + 1 if rms[i] <= LOUD_RMS else 0
+        if run * 0.02 >= quiet_s:
+            return float(a_t[i - run + 1])
+    return None
+
+
+async def real_trial(url: str, i: int) -> Trial:
+    question, accept = QUESTIONS[i % len(QUESTIONS)]
+    engine, voice = VOICES[i % len(VOICES)]
+    speech = synth(question, engine=engine, voice=voice)  # type: ignore[arg-type]
+    peer, start, _, speaking = await talk_over(url, LONG[i % len(LONG)], speech)
+    trial = Trial("question", voice or engine, speaking)
+    try:
+        final = await peer.wait_event(
+            lambda e: e["type"] == "transcript" and e["final"] and e["turn_id"] > 1 and e["text"],
+            30,
+        )
+        trial.heard = final["text"]
+        trial.wer = word_error_rate([question], [final["text"]])
+        await peer.wait_event(lambda e: e["type"] == "agent_text" and e["final"]
+                              and e["turn_id"] == final["turn_id"], 60)
+        trial.reply = " ".join(e["text"] for e in peer.received.events_of("agent_text")
+                               if e["turn_id"] == final["turn_id"])
+        trial.answered = any(word in trial.reply.lower() for word in accept)
+    except TimeoutError:
+        pass
+    stop = stop_time(peer, start)
+    trial.stop_ms = (stop - start) * 1000 if stop is not None else float("nan")
+    await peer.close()
+    return trial
+
+
+async def false_trial(url: str, i: int) -> Trial:
+    kind = FALSE[i % len(FALSE)]
+    peer, start, end, speaking = await talk_over(url, LONG[i % len(LONG)], sound(kind, i))
+    trial = Trial(kind, kind, speaking)
+    await asyncio.sleep(end + 4.0 - time.monotonic())
+    a_t, rms = audio_timeline(peer.received)
+    after = (a_t > end + 0.2) & (a_t < end + 4.0)
+    went_on = bool(after.any() and rms[after].max() > LOUD_RMS)
+    answered_it = any(e["final"] and e["text"] and e["turn_id"] > 1
+                      for e in peer.received.events_of("transcript"))
+    trial.ended = not went_on or answered_it
+    trial.heard = " ".join(e["text"] for e in peer.received.events_of("transcript")
+                           if e["final"] and e["turn_id"] > 1)
+    await peer.close()
+    return trial
+
+
+async def run(args: argparse.Namespace) -> list[Trial]:
+    restrict_host_candidates_to_loopback()
+    log = logging.getLogger("bench")
+    trials: list[Trial] = []
+    async with running_server(CONFIG.format(port=args.port)):
+        url = f"http://127.0.0.1:{args.port}"
+        for i in range(args.trials):
+            trial = await real_trial(url, i)
+            trials.append(trial)
+            log.info("question %d: stop %.0f ms, heard %r (WER %.2f), reply %r", i,
+                     trial.stop_ms, trial.heard, trial.wer, trial.reply[:80])
+        for i in range(args.trials):
+            trial = await false_trial(url, i)
+            trials.append(trial)
+            log.info("%s %d: %s (heard %r)", trial.kind, i, "ENDED" if trial.ended else "went on",
+                     trial.heard)
+    return trials
+
+
+def report(trials: list[Trial], args: argparse.Namespace) -> str:
+    real = [t for t in trials if t.kind == "question"]
+    valid = [t for t in real if t.was_speaking]
+    stops = [t.stop_ms for t in valid if t.stop_ms == t.stop_ms]
+    wers = [t.wer for t in real if t.wer == t.wer]
+    false = [t for t in trials if t.kind != "question" and t.was_speaking]
+    lines = [
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/barge_in.py "
+        f"--trials {args.trials}'`",
+        "",
+        "| measure | result |",
+        "| --- | --- |",
+        f"| agent audio stops after the interrupting speech began, p50 / p95 | "
+        f"{pct(stops, 0.5):.0f} / {pct(stops, 0.95):.0f} ms ({len(stops)} trials) |",
+        f"| interrupting question, WER (mean over {len(wers)}) | "
+        f"{np.mean(wers) if wers else float('nan'):.2f} |",
+        f"| replies that answer the interrupting question | "
+        f"{sum(t.answered for t in real)}/{len(real)} |",
+        f"| false interruptions that ended the answer | {sum(t.ended for t in false)}/"
+        f"{len(false)} |",
+    ]
+    for kind in FALSE:
+        these = [t for t in false if t.kind == kind]
+        if these:
+            lines.append(f"| - {kind} | {sum(t.ended for t in these)}/{len(these)} ended |")
+    skipped = len(real) - len(valid)
+    if skipped:
+        lines.append(f"\n{skipped} trial(s) talked over a pause between chunks (not timed).")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--port", type=int, default=8766)
+    args = parser.parse_args()
+    setup_logging("INFO")
+    trials = asyncio.run(run(args))
+    print(report(trials, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Text chunk -> voice and lips: the one speaking path, shared by the live agent and the
+offline renderer (`python -m media.avatar render`), so one text gives the same lips in both.
+
+- `speak(tts, text)`: normalized text -> one `Speech` (the TTS's sentences joined), or None
+  when there is nothing to say;
+- `lips(offsets, smoother, fps)`: the face model's landmark offsets (its own 25 fps) ->
+  smoothed offsets at the video's fps. The whole chunk is known before it plays, so it is
+  smoothed both ways (zero phase): a causal Kalman filter alone delays the mouth by about a
+  frame (measured 40 ms). The forward pass continues `smoother`'s state (one per turn: each
+  answer starts from the neutral face and flows across its chunks); the backward pass
+  starts fresh;
+- `word_starts(speech)`: where its words begin (s), the points an interrupted answer can
+  resume from.
+
+The face model call itself is not here: live it may be batched across sessions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engines.face.features import FPS as FACE_FPS
+from engines.face.features import resample_frames
+from engines.face.smoothing import KalmanSmoother
+from engines.text.normalize import normalize
+from engines.tts.base import TTS, Speech, join_speech
+from engines.tts.phonemes import SILENCE
+
+
+
+def speak(tts: TTS, text: str) -> Speech | None:
+    spoken = normalize(text).strip()
+    if not spoken:
+        return None
+    parts = [p for p in tts.synthesize(spoken) if len(p.pcm)]
+    return join_speech(parts, text.strip()) if parts else None
+
+
+def lips(offsets: np.ndarray, smoother: KalmanSmoother | None, fps: int) -> np.ndarray:
+    offsets = np.asarray(offsets, np.float32)
+    if smoother is not None and len(offsets):
+        forward = smoother.smooth(offsets)
+        backward = smoother.fresh().smooth(offsets[::-1])[::-1]
+        offsets = (forward + backward) / 2
+    return resample_frames(offsets, FACE_FPS, fps)
+
+
+def word_starts(speech: Speech) -> tuple[float, ...]:
+    """Start times (s) of the words: 0 and the end of every gap between phonemes."""
+    starts = [0.0]
+    for p in speech.phonemes:
+        if p.phoneme == SILENCE and p.end_ms / 1000 < speech.duration_s:
+            starts.append(p.end_ms / 1000)
+    return tuple(sorted(set(starts)))
