@@ -219,13 +219,17 @@ def main() -> int:
     parser.add_argument("--machine", default="2-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--llm-threads", type=int, help="torch threads of the LLM process")
+    parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
+    parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
     args = parser.parse_args()
     setup_logging("INFO")
     global EXTRA_LLM, EXTRA_AGENT
-    if args.llm_threads is not None:
-        EXTRA_LLM = f"threads = {args.llm_threads}"
+    EXTRA_LLM = "\n".join(
+        f"{key} = {value}" for key, value in
+        (("threads", args.llm_threads), ("batch_threads", args.llm_batch_threads))
+        if value is not None
+    )
     if args.first_chunk_max_chars is not None:
         EXTRA_AGENT = f"first_chunk_max_chars = {args.first_chunk_max_chars}"
     results = asyncio.run(run(args.questions, args.port))

@@ -10,6 +10,7 @@ import sys
 from aiohttp import web
 
 from common.logs import setup_logging
+from engines.errors import EngineError
 from rtc_server.config import load_config
 from rtc_server.dataconf import replace_path
 from rtc_server.errors import ConfigError
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             from rtc_server.app import Server
 
             server = Server(config)
-    except ConfigError as exc:
+    except (ConfigError, EngineError) as exc:  # a bad option, file or model: named, no trace
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if config.cluster.role != "all":

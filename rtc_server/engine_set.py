@@ -84,8 +84,10 @@ def load_engines(config: Config) -> Engines:
     """Load every engine the agent needs (blocking; one progress line per model)."""
     from engines.asr import create_asr
     from engines.face import create_face, create_smoother
-    from engines.llm import create_llm
+    from engines.llm import build_prompt, create_llm
     from engines.tts import create_tts
+
+    build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
 
     asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
     warm_up = getattr(asr, "warm_up", None)

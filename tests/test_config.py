@@ -120,3 +120,18 @@ def test_session_logger_keeps_both_context_and_call_fields() -> None:
     base.setLevel(logging.INFO)
     ContextLogger(base, {"session_id": "s1"}).info("closed", extra={"reason": "ice_failed"})
     assert records[0].session_id == "s1" and records[0].reason == "ice_failed"  # type: ignore[attr-defined]
+
+
+def test_a_bad_knowledge_file_stops_the_server_at_start_up_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked before any model loads: the error names the file, exit code 2, no traceback."""
+    missing = tmp_path / "facts.md"
+    path = tmp_path / "c.toml"
+    path.write_text(f'[llm]\npersona = "bank"\nknowledge = "{missing}"\n')
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "Traceback" not in err
+    missing.write_bytes(b"\x00binary")
+    assert main(["--config", str(path)]) == 2
+    assert "binary" in capsys.readouterr().err

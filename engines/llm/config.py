@@ -22,7 +22,11 @@ class LLMConfig:
     model: str | None = None
     device: str = "auto"  # "transformers": "auto" (cuda if available), "cpu" or "cuda"
     precision: str = "auto"  # "transformers": "auto" (cpu int8, cuda fp16), fp32, bf16, fp16
-    threads: int = 2  # CPU threads for the decode (llama.cpp) or torch; 0 = all cores
+    # CPU threads for decoding (llama.cpp; torch for "transformers"); 0 = all cores. One is the
+    # default: llama.cpp's threads wait for each other at every layer, and on 2 busy cores
+    # (video, TTS) two threads fell to ~1 token/s while one kept ~20 (bench/RESULTS.md).
+    threads: int = 1
+    batch_threads: int = 0  # "llama-cpp": threads for prompt evaluation; 0 = as `threads`
     context_tokens: int = 4096  # "llama-cpp": KV cache size (prompt + answer)
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
     system_prompt: str | None = None  # replaces the persona's prompt when set
@@ -59,8 +63,10 @@ class LLMConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidInputError(f"unknown llm engine {self.engine!r} ({', '.join(ENGINES)})")
-        if self.threads < 0 or self.context_tokens < 512 or self.history_tokens < 64:
-            raise InvalidInputError("threads >= 0, context_tokens >= 512, history_tokens >= 64")
+        if self.threads < 0 or self.batch_threads < 0:
+            raise InvalidInputError("threads and batch_threads must be >= 0")
+        if self.context_tokens < 512 or self.history_tokens < 64:
+            raise InvalidInputError("context_tokens >= 512, history_tokens >= 64")
         if self.max_new_tokens < 1:
             raise InvalidInputError("max_new_tokens must be >= 1")
         if self.temperature is not None and self.temperature < 0:

@@ -43,7 +43,8 @@ class LlamaCppLLM:
         model: str | None = None,
         *,
         prompt: PromptBuilder,
-        threads: int = 2,
+        threads: int = 1,
+        batch_threads: int = 0,
         context_tokens: int = 4096,
         history_tokens: int = 1536,
         temperature: float = 0.0,
@@ -69,15 +70,17 @@ class LlamaCppLLM:
         }
         self._thread = DecodeThread("llm-decode")
         n_threads = threads if threads > 0 else (os.cpu_count() or 2)
+        n_batch_threads = batch_threads if batch_threads > 0 else n_threads
 
         def load() -> Any:
             return Llama(
                 model_path=str(path), n_ctx=context_tokens, n_threads=n_threads,
-                n_threads_batch=n_threads, n_batch=512, verbose=False,
+                n_threads_batch=n_batch_threads, n_batch=512, verbose=False,
             )
 
         try:
-            with load_step(logger, f"LLM {path.name} (llama.cpp, {n_threads} threads)"):
+            with load_step(logger, f"LLM {path.name} (llama.cpp, {n_threads}/{n_batch_threads} "
+                           "threads)"):
                 self._llm: Any = self._thread.call(load)
         except (ValueError, RuntimeError, OSError) as exc:
             self._thread.close()

@@ -221,3 +221,30 @@ def test_answer_cache_rejects_bad_files(tmp_path: Path) -> None:
     bad.write_text(json.dumps([{"question": "q"}]))
     with pytest.raises(ModelLoadError):
         AnswerCache.load(bad)
+
+
+class PerQuestion:
+    """Fake ChatLLM shared by sessions: "stall" never answers, anything else answers."""
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncIterator[str]:
+        if messages[-1].content == "stall":
+            await asyncio.Event().wait()
+        for word in ("Fine", " thanks."):
+            yield word
+            await asyncio.sleep(0)
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_stalled_generation_degrades_only_its_own_turn() -> None:
+    llm = ResilientLLM(PerQuestion(), first_token_deadline_s=0.05, answer_deadline_s=0.2,
+                       holding_phrase="One moment.", apology="Sorry.")
+    stalled, other = await asyncio.gather(
+        collect(llm, [ChatMessage("user", "stall")]),
+        collect(llm, [ChatMessage("user", "How are you?")]),
+    )
+    assert [getattr(d, "kind", None) for d in stalled] == ["holding", "apology"]
+    assert other == ["Fine", " thanks."]
