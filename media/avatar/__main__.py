@@ -2,9 +2,11 @@
 
 This CLI is a composition root like `rtc_server`: it wires engines (TTS, face model, portrait
 landmarks) to the renderer, so it imports them; the renderer modules themselves never do.
-Pipeline: text -> `engines.tts` (one chunk per sentence, as the live server speaks) -> each
-chunk's PCM -> `engines.face` offsets placed on one timeline -> Kalman smoothing ->
-`AvatarRenderer` frames with idle blinks and head motion -> H.264 + AAC mp4.
+It speaks the way the live agent does, through the same path: the clause chunker cuts the
+text, each chunk -> `engines.voicing.speak` (TTS) -> the face model -> `engines.voicing.lips`
+(zero-phase smoothing with one smoother for the whole text, re-timed to the video's fps) ->
+placed at the next frame instant after the previous chunk -> `AvatarRenderer` frames with
+idle blinks and head motion -> H.264 + AAC mp4. One text gives the same lips here and live.
 """
 
 from __future__ import annotations
@@ -19,24 +21,14 @@ import numpy as np
 logger = logging.getLogger("media.avatar")
 
 
-def _timeline(chunks: list[tuple[float, np.ndarray]], fps: int, n_frames: int) -> np.ndarray:
-    """Offsets of chunks starting at given times (s), each at 25 fps, sampled at `fps`."""
-    times = np.concatenate([t0 + np.arange(len(o)) / 25.0 for t0, o in chunks])
-    values = np.concatenate([o.reshape(len(o), -1) for _, o in chunks])
-    want = np.arange(n_frames) / fps
-    out = np.empty((n_frames, values.shape[1]), np.float32)
-    for j in range(values.shape[1]):
-        out[:, j] = np.interp(want, times, values[:, j], left=0.0, right=0.0)
-    return out.reshape(n_frames, 68, 2)
-
-
 def render(args: argparse.Namespace) -> int:
-    import soxr
-
     from engines.face import FaceConfig, create_face, create_smoother
     from engines.face.portrait import detect_portrait_landmarks, load_portrait
     from engines.progress import Progress
+    from engines.text.chunker import Chunker
     from engines.tts import TTSConfig, create_tts
+    from engines.voicing import lips, speak
+    from media.audio import OUT_RATE, to_out_rate
     from media.avatar.renderer import AvatarRenderer
     from media.avatar.video import write_mp4
     from media.idle import default_portrait
@@ -47,25 +39,30 @@ def render(args: argparse.Namespace) -> int:
     face = create_face(FaceConfig(engine=args.engine, device=args.device,
                                   model_path=str(args.model) if args.model else None))
     tts = create_tts(TTSConfig(engine=args.tts))
-    chunks: list[tuple[float, np.ndarray]] = []
-    pcm_parts: list[np.ndarray] = []
-    rate = 0
-    t0 = 0.0
-    for speech in tts.synthesize(args.text):
-        rate = speech.sample_rate
-        chunks.append((t0, face.animate(speech.pcm, speech.sample_rate)))
-        pcm_parts.append(speech.pcm)
-        t0 += speech.duration_s
-    if not pcm_parts:
+    smoother = create_smoother(FaceConfig())  # one per text, as one per turn live
+    chunker = Chunker()
+    audio = np.zeros(0, np.int16)
+    poses: list[np.ndarray] = []
+    for text in [*chunker.push(args.text), *chunker.flush()]:
+        speech = speak(tts, text)
+        if speech is None:
+            continue
+        offsets = lips(face.animate(speech.pcm, speech.sample_rate), smoother, args.fps)
+        # The next chunk starts at the first frame instant after the previous one, as live.
+        start = -(-len(audio) * args.fps // OUT_RATE)
+        pcm = to_out_rate(speech.pcm, speech.sample_rate)
+        audio = np.concatenate([audio, np.zeros(start * OUT_RATE // args.fps - len(audio),
+                                                np.int16), pcm])
+        del poses[start:]  # as on the live timeline, the next chunk's first frame wins
+        poses.extend([np.zeros((68, 2), np.float32)] * (start - len(poses)))
+        poses.extend(offsets)
+    if not len(audio):
         logger.error("no speech for the given text")
         return 2
-    pcm = np.concatenate(pcm_parts)
     tail_s = 0.6  # let the face settle (and blink) after the last word
-    n_frames = int(np.ceil((t0 + tail_s) * args.fps))
-    offsets = _timeline(chunks, args.fps, n_frames)
-    smoother = create_smoother(FaceConfig())
-    if smoother is not None:
-        offsets = smoother.smooth(offsets)
+    n_frames = int(np.ceil((len(audio) / OUT_RATE + tail_s) * args.fps))
+    offsets = np.zeros((n_frames, 68, 2), np.float32)
+    offsets[: min(n_frames, len(poses))] = np.asarray(poses[:n_frames], np.float32)
     avatar = renderer.session(fps=args.fps, seed=args.seed)
     progress = Progress(logger, "rendering", n_frames)
 
@@ -74,10 +71,9 @@ def render(args: argparse.Namespace) -> int:
             progress.update(k + 1)
             yield avatar.frame(k, offsets[k])
 
-    audio = soxr.resample(pcm, rate, 48000).astype(np.int16)
-    audio = np.concatenate([audio, np.zeros(int(tail_s * 48000), np.int16)])
-    count = write_mp4(args.output, frames(), args.fps, audio, 48000)  # type: ignore[arg-type]
-    print(f"{args.output}: {count} frames, {len(audio) / 48000:.2f} s")
+    audio = np.concatenate([audio, np.zeros(int(tail_s * OUT_RATE), np.int16)])
+    count = write_mp4(args.output, frames(), args.fps, audio, OUT_RATE)  # type: ignore[arg-type]
+    print(f"{args.output}: {count} frames, {len(audio) / OUT_RATE:.2f} s")
     return 0
 
 
