@@ -6,6 +6,7 @@ import re
 
 _WORD = re.compile(r"[^a-z0-9']+")
 _SENTENCE_END = (".", "?", "!")
+SENTENCE_END = (".", "?", "!", "。", "？", "！")  # marks that end a sentence (en, zh)
 
 
 def _norm_word(word: str) -> str:
