@@ -52,7 +52,7 @@ class AgentBehaviour:
         self._llm_max_tokens = min(config.agent.max_new_tokens, config.llm.max_new_tokens)
         self._speaker = Speaker(engines, session.playout, config.agent.lead_ms / 1000)
         self._hearing = Hearing(
-            asr=engines.asr, vad=config.vad, pause_ms=config.asr.decode_ahead_ms,
+            asr=engines.asr, vad=config.vad, turn=config.turn, turn_model=engines.turn,
             clock=session.clock, pools=engines.pools, tasks=session.tasks, listener=self,
             on_error=session.report_error,
         )

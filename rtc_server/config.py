@@ -16,6 +16,7 @@ from engines.asr.config import AsrConfig
 from engines.face.config import FaceConfig
 from engines.llm.config import LLMConfig
 from engines.tts.config import TTSConfig
+from engines.turn.config import TurnConfig
 from engines.vad.config import VadConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
@@ -133,6 +134,7 @@ class Config:
     media: MediaConfig = field(default_factory=MediaConfig)
     vad: VadConfig = field(default_factory=VadConfig)
     asr: AsrConfig = field(default_factory=AsrConfig)
+    turn: TurnConfig = field(default_factory=TurnConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     tts: TTSConfig = field(default_factory=TTSConfig)
     face: FaceConfig = field(default_factory=FaceConfig)
