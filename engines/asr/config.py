@@ -33,14 +33,9 @@ class AsrConfig:
     max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses
     speech_gate: bool = True  # no decode until silero-vad heard speech in the utterance (gate.py)
     speech_threshold: float = 0.5  # silero probability counted as speech
-    # Dropping what Whisper itself scores as no speech (whisper.py, `accept`): text goes if
-    # its no-speech probability is above `no_speech_max`, or above `no_speech_threshold` with
-    # an average token log-probability below `logprob_threshold`, or if it compresses better
-    # than `compression_ratio_threshold` (a repetition loop).
-    no_speech_threshold: float = 0.3
-    logprob_threshold: float = -0.7
-    no_speech_max: float = 0.6
-    compression_ratio_threshold: float = 2.4
+    no_speech_threshold: float = 0.6  # Whisper's rule: drop text if no_speech_prob above this ...
+    logprob_threshold: float = -1.0  # ... and the average token log-probability below this
+    compression_ratio_threshold: float = 2.4  # drop text that compresses better (a loop)
     # --- funasr (Paraformer streaming) ---
     funasr_model: str = "paraformer-zh-streaming"  # model name or local model directory
     funasr_device: str = "cpu"  # torch device for FunASR

@@ -39,11 +39,11 @@ _WORD = re.compile(r"[A-Za-z']+")
 
 
 def reads_finished(text: str) -> bool:
-    """True when `text` ends like a finished sentence ('' counts as finished: nothing to
-    wait for)."""
+    """True when `text` ends like a finished sentence ('' does not: the words may have been
+    dropped, and for noise the long limit costs nothing, since an empty final is no turn)."""
     text = text.strip()
     if not text:
-        return True
+        return False
     if text.endswith(_TRAILING_OFF) or not text.endswith(SENTENCE_END):
         return False
     body = text.rstrip("".join(SENTENCE_END)).strip()
@@ -66,5 +66,4 @@ def is_complete(probability: float, pause: PauseText | None, config: TurnConfig)
         return True
     if pause is None or not reads_finished(pause.text):
         return False
-    sure = pause.end_probability is None or pause.end_probability >= config.sentence_end_threshold
-    return sure or not pause.text.strip()
+    return pause.end_probability is None or pause.end_probability >= config.sentence_end_threshold

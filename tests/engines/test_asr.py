@@ -22,7 +22,7 @@ import pytest
 from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import InvalidAudioError, StreamClosedError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
-from engines.asr.text import normalize_words, word_error_rate
+from engines.asr.text import normalize_words, trim_restart, word_error_rate
 from tests.support.speech import add_noise, synth
 
 SR = 16000
@@ -292,3 +292,17 @@ def test_cli_transcribes_a_44k_stereo_wav(
     finals = [line.split("]: ", 1)[1] for line in out.splitlines() if "FINAL" in line]
     assert len(finals) == 1 and word_error_rate([SENTENCES[2]], finals) <= 0.1
     assert "partial" in out
+
+
+@pytest.mark.parametrize(
+    ("decoded", "kept"),
+    [
+        ("No. No.", "No."),  # Whisper base restarts one-word answers (12 of 32 clips)
+        ("What? What?", "What?"),
+        ("Turn on the lights, please. Turn on the lights,", "Turn on the lights, please."),
+        ("No, no.", "No, no."),  # said twice, not a restart after a sentence end
+        ("Yes. I agree.", "Yes. I agree."),
+    ],
+)
+def test_restart_loops_are_trimmed(decoded: str, kept: str) -> None:
+    assert trim_restart(decoded) == kept
