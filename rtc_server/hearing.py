@@ -4,8 +4,10 @@ Every 20 ms frame goes through the endpointer (microseconds) on the loop, which 
 where speech starts, pauses, resumes and ends (`engines/vad/endpointer.py`). Audio of an
 utterance is queued to one worker lane per session that drives its `AsrStream` off the loop:
 `feed` while the user speaks (frames that queue up behind a slow decode are merged into one
-feed), `pause()` at a pause, `finish()` at the end. The silence after a pause is held back
-and fed only if speech resumes, so `finish()` reuses the pause decode.
+feed), `pause()` at a pause, `finish()` at the end. The silence after a pause (past its first
+`pause_ms`) is not fed at all, so `finish()` reuses the pause decode, and a hesitation of
+0.9 s reaches Whisper as a 0.2 s gap: measured, that left Whisper surer of the sentence's end
+(13 of 20 paused piper questions ended by the model instead of 10, same WER).
 
 End of turn with a turn model (`[turn]`): at each `SpeechPaused` the model runs on the turn
 executor with the pause's audio while the lane decodes the pause; when the probability (and,
@@ -126,7 +128,7 @@ class Hearing:
         self._utterance = 0
         self._onset_clock = 0.0
         self._push_clock = 0.0  # clock time of the latest push (the endpointer's `time`)
-        self._held: list[np.ndarray] | None = None  # a pause's silence; None: not paused
+        self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._pause: _Pause | None = None
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
@@ -146,25 +148,25 @@ class Hearing:
     def _handle(self, event: VadEvent, frame: np.ndarray) -> None:
         if isinstance(event, SpeechStarted):
             self._utterance += 1
-            self._held, self._pause = None, None
+            self._paused, self._pause = False, None
             self._onset_clock = self._stream_clock(event.t)
             self._put(("open", self._utterance, None))
             self._put(("feed", self._utterance, event.audio))
             self._listener.on_speech_start(self._utterance)
         elif isinstance(event, SpeechPaused):
             self._feed(frame)
-            self._held = []
+            self._paused = True
             self._pause = _Pause(self._utterance, event.pause_id)
             self._put(("pause", self._utterance, event.pause_id))
             if self._model is not None:
                 self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event))
         elif isinstance(event, SpeechResumed):
-            held, self._held, self._pause = self._held or [], None, None
-            self._put(("feed", self._utterance, np.concatenate([*held, frame])))
+            self._paused, self._pause = False, None
+            self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, SpeechEnded):
-            self._held, self._pause = None, None
+            self._paused, self._pause = False, None
             end = _End(self._clock.time(), self._stream_clock(event.t), event.reason)
             self._put(("finish", self._utterance, end))
 
@@ -173,9 +175,7 @@ class Hearing:
         return self._push_clock - (self._endpointer.time - t)
 
     def _feed(self, frame: np.ndarray) -> None:
-        if self._held is not None:
-            self._held.append(frame)
-        else:
+        if not self._paused:
             self._put(("feed", self._utterance, frame))
 
     def _voice(self) -> None:

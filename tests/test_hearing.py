@@ -1,6 +1,6 @@
 """The server's hearing with fake engines: the turn model off the loop, its verdict fed back,
 stale verdicts dropped, the long limit without a verdict, and the ASR stream driven by the
-endpointer (feed, pause, finish; a pause's silence held back unless speech resumes).
+endpointer (feed, pause, finish; no silence fed after a pause).
 
 A level detector stands in for webrtcvad (a frame is speech when it is not all zeros), so the
 audio states exactly where the user speaks; frames are pushed faster than real time, and a
@@ -212,7 +212,7 @@ async def test_incomplete_keeps_listening_until_the_long_limit(rigs: list[Rig]) 
 
 
 async def test_complete_sound_with_unfinished_words_keeps_listening(rigs: list[Rig]) -> None:
-    """The model alone called 75% of mid-sentence pauses complete on our test voices; the
+    """The model alone called 80% of mid-sentence pauses complete on our test voices; the
     pause text ("I'd like to") vetoes it."""
     r = rig(rigs, ["I'd like to", "I'd like to transfer some money."], FakeTurnModel([0.95]))
     r.quiet(0.3)
@@ -275,7 +275,7 @@ async def test_without_a_turn_model_the_hangover_ends_the_turn(rigs: list[Rig]) 
     assert r.listener.finals[0].reason == "silence"
 
 
-async def test_pause_silence_is_held_back_and_fed_only_when_speech_resumes(
+async def test_silence_after_a_pause_is_not_fed_and_speech_after_it_is(
     rigs: list[Rig],
 ) -> None:
     r = rig(rigs, ["one", "one two"], FakeTurnModel([0.1]))
@@ -284,13 +284,16 @@ async def test_pause_silence_is_held_back_and_fed_only_when_speech_resumes(
     r.quiet(0.6)
     await settle(r)
     stream = r.asr.streams[0]
-    assert stream.fed_after_last_pause() == 0  # the pause's silence stays out of the ASR
 
     def fed() -> int:
         return sum(n for op, n in stream.ops if op == "feed")
 
+    assert stream.fed_after_last_pause() == 0  # the pause's silence stays out of the ASR
     assert fed() == int((0.3 + 1.0 + 0.2) * SR)  # up to the pause, not the 400 ms after it
     r.say(0.5)
-    # speech resumed: the held silence goes in first, so the ASR audio has no holes
-    pushed = int((0.3 + 1.0 + 0.6 + 0.5) * SR)
-    await until(lambda: fed() == pushed)
+    # speech again: fed from its onset (with 40 ms of the pause before it), nothing lost
+    await until(lambda: fed() == int((0.3 + 1.0 + 0.2 + 0.04 + 0.5) * SR))
+    r.quiet(1.6)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    # the long limit ended it; the final is the second pause's decode (nothing fed since)
+    assert stream.ops[-2:] == [("pause", 0), ("finish", 0)]

@@ -12,8 +12,8 @@ where speech starts, pauses and ends, and the caller drives the stream with it:
   stable text (the LLM may start on it) with the engine's probability that a sentence ends
   there, when it has one (the end-of-turn decision weighs it, `engines/turn/policy.py`);
 - `finish()` at the end: the final transcript. When nothing was fed since `pause()`, this is
-  the pause's text without decoding again (so the caller holds back the silence after a
-  pause and feeds it only if speech resumes).
+  the pause's text without decoding again (so the caller feeds no more of a pause's
+  silence; when speech resumes it goes on feeding from there).
 """
 
 from __future__ import annotations

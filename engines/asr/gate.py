@@ -5,7 +5,7 @@ Not a pause detector (the endpointer alone decides pauses and ends): the gate on
 (webrtcvad behind a noise-floor gate) opens utterances for music and trains of clicks, and on
 those Whisper base writes confident sentences ("I'm gonna go to the next room.", "This video
 is sponsored by ...") that its own no-speech rule keeps (no-speech probability 0.50-0.56);
-silero scored 0 of ~190 chunks of them as speech, and 50-60% of the chunks of a spoken
+silero scored 0 of ~190 chunks of them as speech, and 58-62% of the chunks of a spoken
 sentence (measured; bench/RESULTS.md, section asr). Cost: ~0.3 ms per 32 ms chunk, on the
 ASR lane, not the event loop. Babble is speech to silero too; Whisper's rule is what drops
 most of it.

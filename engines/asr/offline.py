@@ -2,7 +2,7 @@
 
 `listen(audio, asr, ...)` runs synchronously, in audio time, what `rtc_server/hearing.py` runs
 live: 20 ms frames through the endpointer; frames of an utterance into its `AsrStream`
-(holding back the silence after a `SpeechPaused`, fed only if speech resumes);
+(not the silence after a `SpeechPaused`);
 `pause()` and the turn model at each `SpeechPaused`, the verdict back into the endpointer
 (`engines.turn.policy`); `finish()` at `SpeechEnded`. Here the model and the pause decode
 take no audio time: the verdict lands on the frame of the pause. Live, the endpoint comes
@@ -75,7 +75,7 @@ class _Listener:
         )
         self._on_event = on_event
         self._stream: AsrStream | None = None
-        self._held: list[np.ndarray] | None = None  # a pause's silence; None: not paused
+        self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
@@ -98,7 +98,7 @@ class _Listener:
             self._on_event(now, event)
         if isinstance(event, SpeechStarted):
             self.close()
-            self._stream, self._held = self._asr.open(), None
+            self._stream, self._paused = self._asr.open(), False
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
         elif isinstance(event, SpeechEnded):
@@ -106,17 +106,16 @@ class _Listener:
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
         elif isinstance(event, SpeechResumed):
-            held, self._held = self._held or [], None
-            self._feed(np.concatenate([*held, frame]))
+            self._paused = False
+            self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, SpeechPaused):
             self._feed(frame)
-            self._held = []
+            self._paused = True
             self._pause(event, now)
 
     def _feed(self, pcm: np.ndarray) -> None:
         assert self._stream is not None
-        if self._held is not None:
-            self._held.append(pcm)
+        if self._paused:
             return
         start = time.perf_counter()
         partial = self._stream.feed(pcm)

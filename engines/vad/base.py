@@ -43,9 +43,12 @@ class SpeechPaused:
 
 @dataclass(frozen=True)
 class SpeechResumed:
-    """Speech again after a reported pause: the pause's verdict, if it comes, is dropped."""
+    """Speech again after a reported pause: the pause's verdict, if it comes, is dropped.
+    `audio` runs from the resumed speech's onset (the frames that confirmed it) through the
+    end of the push, so a listener that fed nothing during the pause loses no syllable."""
 
     t: float  # stream time (s) at the end of the frame that resumed
+    audio: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ Contract:
   audio)`, once per silence run. With a turn model (`max_silence_ms` given), `audio` is the
   utterance from its pre-roll up to now, at most the last `WINDOW_S` (8) seconds; without
   one it is empty.
-- Resume: speech after a reported pause -> `SpeechResumed`. From then on that pause is stale.
+- Resume: speech after a reported pause -> `SpeechResumed(t, audio)`, `audio` from the
+  frames that confirmed the speech (the last 60 ms, plus one frame) through the end of the
+  push. From then on that pause is stale.
 - End, without a turn model (`max_silence_ms=None`): `end_silence_ms` of silence ->
   `SpeechEnded(t=end of the last speech frame, reason="silence")`, today's fixed hangover.
 - End, with a turn model: the caller runs the model on the pause's audio (off the event loop)
@@ -148,7 +150,7 @@ class Endpointer:
     def _queue(self, new: list[VadEvent], pushed: np.ndarray) -> None:
         waiting = [
             dataclasses.replace(e, audio=np.concatenate([e.audio, check_pcm16(pushed)]))
-            if isinstance(e, SpeechStarted) else e
+            if isinstance(e, SpeechStarted | SpeechResumed) else e
             for e in self._pending_events
         ]
         self._pending_events.clear()
@@ -168,8 +170,9 @@ class Endpointer:
             event = self._step(buf[start : start + self._frame])
             if event is not None:
                 events.append(event)
-        # A start's audio must run to the end of this push (remainder included).
-        events = [self._with_audio(e) if isinstance(e, SpeechStarted) else e for e in events]
+        # A start's (or resumption's) audio must run to the end of this push (remainder too).
+        events = [self._with_audio(e) if isinstance(e, SpeechStarted | SpeechResumed) else e
+                  for e in events]
         self._trim_history()
         return events
 
@@ -190,7 +193,7 @@ class Endpointer:
             return self._end(self._samples_done, "max_length")
         if resumed:
             logger.debug("speech resumed at %.2f s", self.time)
-            return SpeechResumed(t=self.time)
+            return SpeechResumed(t=self.time, audio=_EMPTY)
         silence_ms = (self._samples_done - self._last_speech_end) * 1000 / SAMPLE_RATE
         if not self._paused and silence_ms >= cfg.pause_ms:
             self._paused = True
@@ -246,8 +249,11 @@ class Endpointer:
         audio = np.concatenate(self._history) if len(self._history) > 1 else self._history[0]
         return audio[first - self._history_start : end - self._history_start]
 
-    def _with_audio(self, event: SpeechStarted) -> SpeechStarted:
-        first = round(event.t * SAMPLE_RATE) - self._pre_roll()
+    def _with_audio(self, event: SpeechStarted | SpeechResumed) -> SpeechStarted | SpeechResumed:
+        if isinstance(event, SpeechStarted):
+            first = round(event.t * SAMPLE_RATE) - self._pre_roll()
+        else:  # the blip window that confirmed the speech, and one frame before it
+            first = round(event.t * SAMPLE_RATE) - (self._window + 1) * self._frame
         return dataclasses.replace(event, audio=self._slice(first, self._history_end).copy())
 
     def _turn_audio(self) -> np.ndarray:

@@ -93,11 +93,18 @@ def test_utterance_start_pause_and_end_after_hangover() -> None:
 
 
 def test_pause_shorter_than_hangover_keeps_the_utterance() -> None:
-    events = run(seq(("q", 0.5), ("s", 0.6), ("q", 0.34), ("s", 0.6), ("q", 0.6)))
+    audio = seq(("q", 0.5), ("s", 0.6), ("q", 0.34), ("s", 0.6), ("q", 0.6))
+    events = run(audio)
     assert kinds(events) == [
         "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"
     ]
-    assert events[2][0] == pytest.approx(0.5 + 0.6 + 0.34 + 0.04, abs=0.021)  # 2 of 3 frames
+    t_resumed, resumed = events[2]
+    assert t_resumed == pytest.approx(0.5 + 0.6 + 0.34 + 0.04, abs=0.021)  # 2 of 3 frames
+    # the resumed speech from its onset (and a frame before), for a listener that paused
+    assert isinstance(resumed, SpeechResumed)
+    first = round(t_resumed * SR) - 4 * 320
+    np.testing.assert_array_equal(resumed.audio, audio[first : round(t_resumed * SR)])
+    assert np.any(resumed.audio[: 3 * 320] == 0) and resumed.audio[-320:].all()
     first, second = events[1][1], events[3][1]
     assert isinstance(first, SpeechPaused) and isinstance(second, SpeechPaused)
     assert second.pause_id == first.pause_id + 1
