@@ -1,39 +1,38 @@
-"""Benchmark: hearing (endpointer + streaming ASR) on generated speech, in real time.
+"""Benchmark: hearing (endpointer + Smart Turn + streaming Whisper) on generated and real speech.
 
-Each utterance (piper or espeak-ng voice, clean or with white noise at 10 dB SNR relative to
-the speech) is played like a live microphone: 20 ms frames at wall-clock pace go through the
-endpointer (as the server's event loop does), and the ASR stream's feed()/finish() run
-serially on one worker thread (as the server's per-session lane does). Measured per utterance:
+Deterministic sections run offline in audio time through `engines.asr.offline.listen` (the
+same logic the server runs live), so they measure the same on a busy or an idle machine:
+- `wer`: word error rate per voice (piper, espeak-ng) and noise (clean, white noise at 15 dB
+  SNR relative to the speech), 18 sentences each, and the CPU the streaming partials cost;
+- `turn`: end-of-turn delay (endpoint minus the true end of the voice, audio time) on 20
+  complete questions per voice and noise, and false cut-offs on 20 questions with a pause of
+  0.5-0.9 s in mid-sentence (`tests/support/pauses.py`), with the turn model and with
+  today's fixed 400 ms hangover;
+- `human` (with `--human-dir`): real English speech without references (the silero-vad
+  sdist's `tests/data/test.wav` and `examples/c++/aepyx.wav`): no crash, no runaway text,
+  agreement between Whisper base and tiny.en.
+The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a real clock:
+- `realtime`: N utterances played at microphone pace; final transcript after the endpoint,
+  endpoint and final after the true end of the voice. Inflated on a shared machine: the
+  1-min load average is printed beside it.
 
-- final latency from SpeechEnded: finish() returned - the moment the frame that made the
-  endpointer emit SpeechEnded was pushed (what the conversation waits for);
-- final latency from the true end of speech: finish() returned - the moment the last voiced
-  sample of the clean speech was pushed (includes the endpointer's 400 ms hangover);
-- text ready after the true end: when the decode whose text became the final returned (the
-  decode ahead at a pause runs before the hangover is over);
-- RTF (decode seconds over audio seconds, all decodes of the stream, and one offline final
-  decode), WER of the finals, partial counts, process CPU use.
-
-    .venv/bin/python bench/asr.py [--conditions piper-clean,espeak-noisy] [--limit N]
-        [--pause-hint-ms 0] [--end-silence-ms 400]
-
-Runs take about as long as the audio (~6 min for all 72 utterances).
+    .venv/bin/python bench/asr.py [--sections wer,turn,realtime] [--model base|tiny.en]
+        [--pause-ms 200] [--turn smart-turn-v3.2|none] [--human-dir DIR] [--limit N]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
 import platform
-import queue
-import resource
 import statistics
 import sys
-import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,14 +40,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engines.asr import AsrConfig, create_asr  # noqa: E402
-from engines.asr.streaming import WhisperStream, WhisperStreamingASR  # noqa: E402
+from engines.asr.base import StreamingASR  # noqa: E402
+from engines.asr.offline import HeardUtterance, listen  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
-from engines.vad import SpeechEnded, SpeechStarted, VadConfig, create_endpointer  # noqa: E402
-from tests.support.speech import add_noise, synth  # noqa: E402
+from engines.turn import TurnConfig, TurnModel, load_turn_model  # noqa: E402
+from engines.vad import SpeechEnded, VadConfig, create_endpointer  # noqa: E402
+from tests.support.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
+from tests.support.speech import add_noise, synth, voiced_bounds  # noqa: E402
 
 SR = 16000
-FRAME = 320
-LEAD_S, TAIL_S = 0.5, 1.2
+LEAD_S, TAIL_S = 0.5, 2.0
+SNR_DB = 15.0
+VOICES = ("piper", "espeak")
+NOISES = ("clean", "noisy")
 SENTENCES = (
     "Hello there.",
     "What time is it?",
@@ -73,219 +77,212 @@ SENTENCES = (
     "The old lighthouse on the northern coast was repaired last summer, and now visitors can "
     "climb the stairs to enjoy the view over the sea.",
 )
-CONDITIONS = ("piper-clean", "piper-noisy", "espeak-clean", "espeak-noisy")
 
 
 @dataclass
 class Clip:
     text: str
-    condition: str
+    voice: str
+    noise: str
     audio: np.ndarray  # lead silence + speech + tail silence (noise throughout if noisy)
-    speech_start: float  # s, first voiced sample of the clean speech
-    speech_end: float  # s, last voiced sample of the clean speech
-
-    @property
-    def duration(self) -> float:
-        return self.speech_end - self.speech_start
+    voice_end: float  # s, true end of the voice
+    pause: tuple[float, float] | None = None  # s, a mid-sentence pause (start, end)
 
 
-@dataclass
-class Run:
-    finals: list[str] = field(default_factory=list)
-    partials: list[tuple[float, str]] = field(default_factory=list)  # (audio time s, text)
-    ended_wall: float = math.nan  # wall time SpeechEnded was emitted (last utterance)
-    final_wall: float = math.nan  # wall time finish() returned (last utterance)
-    ready_wall: float = math.nan  # wall time the final's decode returned
-    finish_decoded: bool = False
-    decode_s: float = 0.0
-    decodes: int = 0
+def _place(pcm: np.ndarray, text: str, noise: str) -> np.ndarray:
+    lead, tail = np.zeros(int(LEAD_S * SR), np.int16), np.zeros(int(TAIL_S * SR), np.int16)
+    audio = np.concatenate([lead, pcm, tail])
+    if noise == "noisy":  # add_noise measures power over the clip: relative to the speech
+        snr = SNR_DB + 10 * math.log10(pcm.shape[0] / audio.shape[0])
+        audio = add_noise(audio, snr, seed=zlib.crc32(text.encode()) % 1000)
+    return audio
 
 
-def voiced_bounds(clean: np.ndarray) -> tuple[int, int]:
-    """First and last sample of 10 ms frames within 40 dB of the loudest frame."""
-    n = clean.shape[0] // 160 * 160
-    frames = clean[:n].astype(np.float64).reshape(-1, 160)
-    db = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-9)
-    voiced = np.flatnonzero(db > db.max() - 40)
-    return int(voiced[0] * 160), int((voiced[-1] + 1) * 160)
-
-
-def make_clip(text: str, condition: str) -> Clip:
-    engine, kind = condition.split("-")
-    speech = synth(text, engine)  # type: ignore[arg-type]
+def sentence_clip(text: str, voice: str, noise: str) -> Clip:
+    speech = synth(text, voice)  # type: ignore[arg-type]
     first, last = voiced_bounds(speech)
     speech = speech[first:last]
-    lead, tail = np.zeros(int(LEAD_S * SR), np.int16), np.zeros(int(TAIL_S * SR), np.int16)
-    audio = np.concatenate([lead, speech, tail])
-    if kind == "noisy":
-        # add_noise measures signal power over the whole clip: correct for the silences so
-        # the SNR is 10 dB relative to the speech itself.
-        snr = 10.0 + 10 * math.log10(speech.shape[0] / audio.shape[0])
-        audio = add_noise(audio, snr, seed=zlib.crc32(text.encode()) % 1000)
-    return Clip(text, condition, audio, LEAD_S, LEAD_S + speech.shape[0] / SR)
+    return Clip(text, voice, noise, _place(speech, text, noise), LEAD_S + speech.shape[0] / SR)
 
 
-def play(clip: Clip, asr: WhisperStreamingASR, vad: VadConfig, hint_ms: int) -> Run:
-    """Play `clip` in real time through endpointer + ASR lane; see module docstring."""
-    run = Run()
-    lane: queue.Queue[tuple[str, np.ndarray | None, float]] = queue.Queue()
-
-    def worker() -> None:
-        stream: WhisperStream | None = None
-        while True:
-            op, frame, t_audio = lane.get()
-            if op == "stop":
-                return
-            if op == "open":
-                stream = asr.open()
-            assert stream is not None
-            if op in ("open", "feed"):
-                assert frame is not None
-                partial = stream.feed(frame)
-                if partial is not None:
-                    run.partials.append((t_audio, partial))
-            elif op == "hint":
-                stream.pause_hint()
-            elif op == "finish":
-                before = stream.decodes
-                run.finals.append(stream.finish())
-                run.final_wall = time.perf_counter()
-                run.finish_decoded = stream.decodes > before
-                run.ready_wall = stream.last_decode_done if stream.decodes else run.final_wall
-                run.decode_s += stream.decode_seconds
-                run.decodes += stream.decodes
-                stream = None
-
-    thread = threading.Thread(target=worker, name="asr-lane")
-    thread.start()
-    endpointer = create_endpointer(vad)
-    in_speech = hinted = False
-    wall0 = time.perf_counter()
-    audio = clip.audio
-    for i in range(0, audio.shape[0] - FRAME + 1, FRAME):
-        t_audio = (i + FRAME) / SR
-        time.sleep(max(0.0, wall0 + t_audio - time.perf_counter()))
-        frame = audio[i : i + FRAME]
-        event = endpointer.push(frame)
-        if isinstance(event, SpeechStarted):
-            lane.put(("open", event.audio, t_audio))
-            in_speech, hinted = True, False
-        elif isinstance(event, SpeechEnded):
-            run.ended_wall = time.perf_counter()
-            lane.put(("finish", None, t_audio))
-            in_speech = False
-        elif in_speech:
-            lane.put(("feed", frame, t_audio))
-            silence = endpointer.trailing_silence_ms
-            if hint_ms and silence >= hint_ms and not hinted:
-                lane.put(("hint", None, t_audio))
-                hinted = True
-            elif silence == 0:
-                hinted = False
-    if in_speech:  # the endpointer never ended it: finish at the end of the clip
-        run.ended_wall = time.perf_counter()
-        lane.put(("finish", None, audio.shape[0] / SR))
-    lane.put(("stop", None, 0.0))
-    thread.join()
-    run.ended_wall -= wall0
-    run.final_wall -= wall0
-    run.ready_wall -= wall0
-    return run
+def paused_clip(k: int, voice: str, noise: str) -> Clip:
+    prefix, rest = PAUSE_QUESTIONS[k]
+    pause_s = 0.5 + 0.1 * (k % 5)  # 0.5 .. 0.9 s
+    ps = paused_question(prefix, rest, pause_s, voice)  # type: ignore[arg-type]
+    audio = _place(ps.pcm, ps.text, noise)
+    pause = (LEAD_S + ps.pause_start, LEAD_S + ps.pause_end)
+    return Clip(ps.text, voice, noise, audio, LEAD_S + ps.pcm.shape[0] / SR, pause)
 
 
 def pct(values: list[float], q: float) -> float:
-    ordered = sorted(v for v in values if not math.isnan(v))
-    if not ordered:
-        return math.nan
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+    return float(np.percentile(values, q)) if values else math.nan
 
 
 def ms(values: list[float]) -> str:
-    return f"{pct(values, 0.5) * 1000:.0f} / {pct(values, 0.95) * 1000:.0f}"
+    return f"{pct(values, 50) * 1000:.0f} / {pct(values, 95) * 1000:.0f}"
+
+
+Hear = Callable[[Clip], list[HeardUtterance]]
+
+
+def section_wer(hear: Hear, limit: int) -> None:
+    print("\n| voice | noise | WER | partials per utterance | partial decode CPU-s per s "
+          "of speech | utterances per sentence |")
+    print("|---|---|---|---|---|---|")
+    pooled: dict[str, tuple[list[str], list[str]]] = {n: ([], []) for n in NOISES}
+    for voice in VOICES:
+        for noise in NOISES:
+            clips = [sentence_clip(s, voice, noise) for s in SENTENCES[:limit]]
+            heard = [hear(c) for c in clips]
+            refs, hyps = [c.text for c in clips], [" ".join(u.text for u in h) for h in heard]
+            pooled[noise][0].extend(refs)
+            pooled[noise][1].extend(hyps)
+            speech_s = sum(c.voice_end - LEAD_S for c in clips)
+            partial_s = sum(u.partial_compute_s for h in heard for u in h)
+            n_partials = statistics.mean(sum(len(u.partials) for u in h) for h in heard)
+            per_clip = statistics.mean(len(h) for h in heard)
+            print(f"| {voice} | {noise} | {word_error_rate(refs, hyps) * 100:.1f}% | "
+                  f"{n_partials:.1f} | {partial_s / speech_s:.3f} | {per_clip:.2f} |")
+            for ref, hyp in zip(refs, hyps, strict=True):
+                if word_error_rate([ref], [hyp]) > 0:
+                    print(f"#   {voice}-{noise}: {ref!r} -> {hyp!r}", file=sys.stderr)
+    for noise, (refs, hyps) in pooled.items():
+        print(f"| both | {noise} | {word_error_rate(refs, hyps) * 100:.1f}% | | | |")
+
+
+def _cut_off(clip: Clip, heard: list[HeardUtterance]) -> bool:
+    """The turn ended inside the mid-sentence pause (before the rest began)."""
+    assert clip.pause is not None
+    return any(u.reason != "open" and u.ended_at < clip.pause[1] for u in heard)
+
+
+def _hangover_cut_off(clip: Clip, vad: VadConfig) -> bool:
+    """Today's behaviour (no turn model, fixed hangover): no ASR needed to know."""
+    assert clip.pause is not None
+    endpointer = create_endpointer(vad)
+    for i in range(0, clip.audio.shape[0] - 320 + 1, 320):
+        if isinstance(endpointer.push(clip.audio[i : i + 320]), SpeechEnded):
+            return (i + 320) / SR < clip.pause[1]
+    return False
+
+
+def section_turn(hear: Hear, vad: VadConfig, limit: int) -> None:
+    print("\n| voice | noise | complete questions: end of turn after the voice p50 / p95 ms "
+          "| ended by the model | split into 2+ turns | mid-sentence pause 0.5-0.9 s: false "
+          "cut-offs (turn model) | false cut-offs (400 ms hangover, today) | paused questions "
+          "not cut: end of turn p50 / p95 ms, ended by the model |")
+    print("|---|---|---|---|---|---|---|---|")
+    totals = [0, 0, 0]
+    for voice in VOICES:
+        for noise in NOISES:
+            complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
+            delays, by_model, split = [], 0, 0
+            for clip in complete:
+                heard = [u for u in hear(clip) if u.reason != "open"]
+                split += len(heard) > 1
+                if heard:
+                    delays.append(heard[-1].ended_at - clip.voice_end)
+                    by_model += heard[-1].reason == "complete"
+            paused = [paused_clip(k, voice, noise) for k in range(min(limit, len(PAUSE_QUESTIONS)))]
+            cuts, paused_delays, paused_by_model = [], [], 0
+            for clip in paused:
+                heard = hear(clip)
+                if _cut_off(clip, heard):
+                    cuts.append(clip)
+                    checks = [(round(p.probability or 0, 2), p.text) for p in heard[0].pauses]
+                    print(f"#   cut off: {voice}-{noise} {clip.text!r}: {checks}", file=sys.stderr)
+                elif ended_ := [u for u in heard if u.reason != "open"]:
+                    paused_delays.append(ended_[-1].ended_at - clip.voice_end)
+                    paused_by_model += ended_[-1].reason == "complete"
+            today = sum(_hangover_cut_off(c, vad) for c in paused)
+            totals = [totals[0] + len(cuts), totals[1] + today, totals[2] + len(paused)]
+            print(f"| {voice} | {noise} | {ms(delays)} | {by_model}/{len(complete)} | "
+                  f"{split}/{len(complete)} | {len(cuts)}/{len(paused)} | "
+                  f"{today}/{len(paused)} | {ms(paused_delays)}, "
+                  f"{paused_by_model}/{len(paused_delays)} |")
+    print(f"\nFalse cut-offs overall: {totals[0]}/{totals[2]} "
+          f"({totals[0] / max(totals[2], 1) * 100:.0f}%) with the turn model, "
+          f"{totals[1]}/{totals[2]} ({totals[1] / max(totals[2], 1) * 100:.0f}%) today.")
+
+
+def section_human(directory: Path, asr: StreamingASR, turn: TurnConfig,
+                  model: TurnModel | None) -> None:
+    from engines.asr.__main__ import read_audio
+
+    tiny = create_asr(AsrConfig(model="tiny.en"))
+    print("\n| file | audio s | utterances (base) | longest utterance s | words per s (base) | "
+          "max chars per s of an utterance | base vs tiny.en word disagreement | compute s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in sorted(directory.glob("*.wav")):
+        audio = read_audio(path)
+        audio = np.concatenate([audio, np.zeros(2 * SR, np.int16)])
+        start = time.perf_counter()
+        heard = listen(audio, asr, turn=turn, turn_model=model)
+        took = time.perf_counter() - start
+        other = listen(audio, tiny, turn=turn, turn_model=model)
+        text = " ".join(u.text for u in heard)
+        lengths = [u.voice_end - u.onset for u in heard if u.reason != "open"]
+        rate = max((len(u.text) / max(u.voice_end - u.onset, 0.5) for u in heard), default=0.0)
+        disagree = word_error_rate([text], [" ".join(u.text for u in other)])
+        print(f"| {path.name} | {audio.shape[0] / SR:.0f} | {len(heard)} | "
+              f"{max(lengths, default=0):.1f} | {len(text.split()) / (audio.shape[0] / SR):.2f} "
+              f"| {rate:.0f} | {disagree * 100:.0f}% | {took:.0f} |")
+        print(f"#   {path.name}: {text[:300]}", file=sys.stderr)
+
+
+def section_realtime(asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
+                     model: TurnModel | None, limit: int) -> None:
+    from asr_realtime import play_all
+
+    clips = [sentence_clip(q, "piper", "clean") for q in COMPLETE_QUESTIONS[:limit]]
+    load = os.getloadavg()[0]
+    rows = asyncio.run(play_all(clips, asr, vad, turn, model))
+    after_endpoint = [r.final - r.endpoint for r in rows]
+    endpoint = [r.endpoint - r.voice_end for r in rows]
+    final = [r.final - r.voice_end for r in rows]
+    print(f"\n1-min load average {load:.1f} before, {os.getloadavg()[0]:.1f} after "
+          f"({len(rows)}/{len(clips)} utterances heard, piper, clean)\n")
+    print("| measure (wall clock) | p50 / p95 ms |")
+    print("|---|---|")
+    print(f"| final transcript after the endpoint | {ms(after_endpoint)} |")
+    print(f"| endpoint after the true end of the voice | {ms(endpoint)} |")
+    print(f"| final transcript after the true end of the voice | {ms(final)} |")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--conditions", default=",".join(CONDITIONS))
-    parser.add_argument("--limit", type=int, default=len(SENTENCES), help="sentences per condition")
-    parser.add_argument("--pause-hint-ms", type=int, default=0)
-    parser.add_argument("--end-silence-ms", type=int, default=400)
-    parser.add_argument("--decode-ahead-ms", type=int, default=AsrConfig.decode_ahead_ms)
-    parser.add_argument("--beam-size", type=int, default=1)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default="wer,turn,realtime")
+    parser.add_argument("--model", default="base", help="base | tiny.en | a directory")
+    parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
+    parser.add_argument("--text-check", default="on", choices=("on", "off"))
+    parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
+    parser.add_argument("--limit", type=int, default=20, help="clips per condition")
+    parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
     args = parser.parse_args()
 
-    config = AsrConfig(decode_ahead_ms=args.decode_ahead_ms, beam_size=args.beam_size)
-    vad = VadConfig(end_silence_ms=args.end_silence_ms)
-    t0 = time.perf_counter()
-    asr = create_asr(config)
-    assert isinstance(asr, WhisperStreamingASR)
-    asr.warm_up()
-    load_s = time.perf_counter() - t0
-    conditions = args.conditions.split(",")
-    clips = [make_clip(s, c) for c in conditions for s in SENTENCES[: args.limit]]
-    print(f"# {len(clips)} utterances, {sum(c.duration for c in clips):.0f} s of speech; "
-          f"model load + warm-up {load_s:.1f} s", file=sys.stderr)
+    asr = create_asr(AsrConfig(model=args.model))
+    turn = TurnConfig(model=args.turn, text_check=args.text_check == "on")
+    model = load_turn_model(turn)
+    vad = VadConfig(pause_ms=args.pause_ms)
 
-    load_before = os.getloadavg()[0]
-    usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    runs = []
-    for k, clip in enumerate(clips, 1):
-        run = play(clip, asr, vad, args.pause_hint_ms)
-        runs.append(run)
-        print(f"# {k}/{len(clips)} {clip.condition} {clip.duration:.1f}s "
-              f"event->final {(run.final_wall - run.ended_wall) * 1000:.0f} ms | "
-              f"{' / '.join(run.finals)}", file=sys.stderr)
-    usage1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
-    cpu_s = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    def hear(clip: Clip) -> list[HeardUtterance]:
+        return listen(clip.audio, asr, vad=vad, turn=turn, turn_model=model)
 
-    offline_rtf = []
-    for clip in clips:
-        speech = clip.audio[int(clip.speech_start * SR) : int(clip.speech_end * SR) + 3200]
-        offline_rtf.append(asr.runner.decode(speech).seconds / clip.duration)
-
-    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}; "
-          f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after the run "
-          "(other processes share these cores: compare runs at similar load)")
-    print(f"Config: faster-whisper tiny.en int8, beam {config.beam_size}, context pad "
-          f"{config.context_pad_s} s, decode ahead {config.decode_ahead_ms} ms, endpointer "
-          f"hangover {vad.end_silence_ms} ms, pause hint {args.pause_hint_ms or 'off'}\n")
-    print("| utterances | n | final after SpeechEnded p50 / p95 ms | final after true end "
-          "p50 / p95 ms | text ready after true end p50 / p95 ms | finish() had to decode |")
-    print("|---|---|---|---|---|---|")
-    groups = {"1-5 s": lambda c: c.duration <= 5.0, "> 5 s": lambda c: c.duration > 5.0,
-              "all": lambda c: True}
-    for name, pick in groups.items():
-        sel = [(c, r) for c, r in zip(clips, runs, strict=True) if pick(c)]
-        if not sel:
-            continue
-        ev = [r.final_wall - r.ended_wall for _, r in sel]
-        true = [r.final_wall - c.speech_end for c, r in sel]
-        ready = [r.ready_wall - c.speech_end for c, r in sel]
-        decoded = sum(r.finish_decoded for _, r in sel)
-        print(f"| {name} | {len(sel)} | {ms(ev)} | {ms(true)} | {ms(ready)} | "
-              f"{decoded}/{len(sel)} |")
-
-    print("\n| condition | WER | partials per utterance | first partial after speech "
-          "start p50 ms | utterances >= 2 s with a partial before the end | stream RTF |")
-    print("|---|---|---|---|---|---|")
-    for cond in conditions:
-        sel = [(c, r) for c, r in zip(clips, runs, strict=True) if c.condition == cond]
-        wer = word_error_rate([c.text for c, _ in sel], [" ".join(r.finals) for _, r in sel])
-        n_partials = statistics.mean(len(r.partials) for _, r in sel)
-        first = [r.partials[0][0] - c.speech_start for c, r in sel if r.partials]
-        long = [(c, r) for c, r in sel if c.duration >= 2.0]
-        early = sum(any(t < c.speech_end for t, _ in r.partials) for c, r in long)
-        rtf = sum(r.decode_s for _, r in sel) / sum(c.duration for c, _ in sel)
-        print(f"| {cond} | {wer * 100:.1f}% | {n_partials:.1f} | {pct(first, 0.5) * 1000:.0f} | "
-              f"{early}/{len(long)} | {rtf:.2f} |")
-
-    print(f"\nOne offline decode of the whole utterance: RTF p50 {pct(offline_rtf, 0.5):.3f}, "
-          f"p95 {pct(offline_rtf, 0.95):.3f}.")
-    print(f"Process CPU during the real-time run: {cpu_s:.0f} s over {wall:.0f} s wall = "
-          f"{cpu_s / wall:.2f} cores on average; {cpu_s / sum(c.duration for c in clips):.2f} "
-          "CPU-s per second of speech.")
+    sections = args.sections.split(",")
+    print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
+          f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
+          f"{args.text_check}), pause {args.pause_ms} ms, long limit {turn.max_silence_ms} ms; "
+          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print(f"Command: `.venv/bin/python bench/asr.py {' '.join(sys.argv[1:])}`")
+    if "wer" in sections:
+        section_wer(hear, args.limit)
+    if "turn" in sections:
+        section_turn(hear, vad, args.limit)
+    if "human" in sections and args.human_dir:
+        section_human(args.human_dir, asr, turn, model)
+    if "realtime" in sections:
+        section_realtime(asr, vad, turn, model, args.limit)
 
 
 if __name__ == "__main__":

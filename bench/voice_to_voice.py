@@ -8,10 +8,14 @@ over 127.0.0.1, says the question through its microphone, and measures what it r
 - the per-stage breakdown from the turn's `timings` event (ms after the endpoint fired);
 - A/V skew: the lag that best aligns the mouth opening seen in the received video with the
   received audio envelope, per answer.
+- hearing: the end of turn (the endpoint after the end of the voice, from `timings`) and,
+  with `--set paused`, questions with a 0.5-0.9 s pause in mid-sentence
+  (`tests/support/pauses.py`): a false cut-off is a final transcript that reaches the peer
+  before it has said the rest of its question.
 Prints p50/p95 tables (markdown) over the questions.
 
     unshare -n sh -c 'ip link set lo up && \
-        exec .venv/bin/python bench/voice_to_voice.py [--questions 20]'
+        exec .venv/bin/python bench/voice_to_voice.py [--questions 20] [--set paused]'
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 """
@@ -43,31 +47,16 @@ from tests.support.agent import (  # noqa: E402
     best_lag,
     video_timeline,
 )
-from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from tests.support.speech import synth  # noqa: E402
-
-QUESTIONS = (
-    "What is the capital of France?",
-    "How many days are in a week?",
-    "What color is the sky on a clear day?",
-    "Can you recommend a good book?",
-    "What is two plus two?",
-    "How do I open a savings account?",
-    "What is the weather usually like in spring?",
-    "Tell me a fun fact about cats.",
-    "What is the tallest mountain in the world?",
-    "How can I improve my sleep?",
-    "What does a bank teller do?",
-    "Why do leaves change color in autumn?",
-    "What is your name?",
-    "How far away is the moon?",
-    "What should I cook for dinner tonight?",
-    "Who wrote Romeo and Juliet?",
-    "What is photosynthesis?",
-    "How do I reset my password?",
-    "What is the largest ocean?",
-    "Can you help me plan a trip?",
+from tests.support.pauses import (  # noqa: E402
+    COMPLETE_QUESTIONS,
+    PAUSE_QUESTIONS,
+    PausedSpeech,
+    paused_question,
 )
+from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from tests.support.speech import synth, voiced_bounds  # noqa: E402
+
+QUESTIONS = COMPLETE_QUESTIONS
 STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
           "face_first_frame", "first_audio_sent")
 LEAD_S = 0.6
@@ -78,9 +67,21 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, object]:
+def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | None]:
+    """The microphone's PCM (lead silence first) and, for a paused question, when (s into the
+    PCM) the rest of it begins."""
+    lead = np.zeros(int(16000 * LEAD_S), np.int16)
+    if isinstance(question, PausedSpeech):
+        return np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
     speech = synth(question, engine="piper")
-    pcm = np.concatenate([np.zeros(int(16000 * LEAD_S), np.int16), speech])
+    first, last = voiced_bounds(speech)
+    return np.concatenate([lead, speech[first:last]]), None
+
+
+async def one_question(
+    url: str, question: str | PausedSpeech, meter: MouthMeter
+) -> dict[str, object]:
+    pcm, resume_s = question_audio(question)
     mic = PcmMicrophone(pcm, 16000)
     peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
     await peer.connect()
@@ -100,6 +101,9 @@ async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, 
     window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > 0
     lag, corr = best_lag(a_t[window_a], rms[window_a], v_t[window_v], mouth[window_v])
     transcript = [e["text"] for e in peer.received.events_of("transcript") if e["final"]]
+    finals_at = [t for e, t in zip(peer.received.events, peer.received.event_arrival, strict=True)
+                 if e.get("type") == "transcript" and e["final"]]
+    cut_off = resume_s is not None and any(t < mic.started_at + resume_s for t in finals_at)
     arrivals = np.array(peer.received.video_arrival)
     steady = arrivals[arrivals > arrivals[0] + 0.5]  # skip the first frames' start-up burst
     fps = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 1 else float("nan")
@@ -107,7 +111,8 @@ async def one_question(url: str, question: str, meter: MouthMeter) -> dict[str, 
     windows = [np.sum((steady >= t) & (steady < t + 1.0)) for t in steady[steady < steady[-1] - 1]]
     await peer.close()
     return {
-        "question": question, "heard": transcript[0] if transcript else "",
+        "question": question if isinstance(question, str) else question.text,
+        "heard": " / ".join(transcript), "cut_off": cut_off,
         "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "av_lag_s": lag, "av_corr": corr,
         "fps": fps, "fps_worst_1s": float(min(windows)) if windows else float("nan"),
     }
@@ -147,7 +152,7 @@ async def start_server(port: int, config_path: str) -> asyncio.subprocess.Proces
     return process
 
 
-async def run(n: int, port: int) -> list[dict[str, object]]:
+async def run(n: int, port: int, paused: bool) -> list[dict[str, object]]:
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as config_file:
         config_file.write(
             CONFIG.format(port=port, extra_llm=EXTRA_LLM, extra_agent=EXTRA_AGENT)
@@ -155,26 +160,31 @@ async def run(n: int, port: int) -> list[dict[str, object]]:
         config_file.flush()
         server = await start_server(port, config_file.name)
         try:
-            return await ask_all(n, f"http://127.0.0.1:{port}")
+            return await ask_all(n, f"http://127.0.0.1:{port}", paused)
         finally:
             server.terminate()
             await server.wait()
 
 
-async def ask_all(n: int, url: str) -> list[dict[str, object]]:
+async def ask_all(n: int, url: str, paused: bool) -> list[dict[str, object]]:
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
     results = []
     # one warm-up turn (first-call costs of every model), not counted
     await one_question(url, "Hello, how are you?", meter)
-    for i, question in enumerate((QUESTIONS * 2)[:n]):
+    questions: list[str | PausedSpeech] = list((QUESTIONS * 2)[:n])
+    if paused:
+        questions = [paused_question(*PAUSE_QUESTIONS[k % len(PAUSE_QUESTIONS)],
+                                     0.5 + 0.1 * (k % 5)) for k in range(n)]
+    for i, question in enumerate(questions):
         start = time.perf_counter()
         result = await one_question(url, question, meter)
         results.append(result)
         logging.getLogger("bench").info(
-            "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r", i + 1, n,
-            result["v2v_s"], time.perf_counter() - start, question, result["heard"],
+            "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s", i + 1, n,
+            result["v2v_s"], time.perf_counter() - start, result["question"], result["heard"],
+            " CUT OFF" if result["cut_off"] else "",
         )
     return results
 
@@ -185,13 +195,17 @@ def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
     lines = [
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()} {args.machine}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/voice_to_voice.py "
-        f"--questions {args.questions}'`",
+        f"--questions {args.questions} --set {args.set}'`",
         "",
         "| metric | p50 | p95 |",
         "| --- | --- | --- |",
         f"| voice-to-voice (end of peer speech -> first agent audio received), ms | "
         f"{pct(v2v, 50):.0f} | {pct(v2v, 95):.0f} |",
     ]
+    eot = [-float(r["marks_ms"]["voice_end"]) for r in results  # type: ignore[index]
+           if "voice_end" in r["marks_ms"]]  # type: ignore[operator]
+    lines.append(f"| end of turn (endpoint after the end of the voice), ms | {pct(eot, 50):.0f} "
+                 f"| {pct(eot, 95):.0f} |")
     for stage in ("voice_end", *STAGES):
         values = [float(r["marks_ms"][stage]) for r in results  # type: ignore[index]
                   if stage in r["marks_ms"]]  # type: ignore[operator]
@@ -209,6 +223,10 @@ def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
     lines.append(f"| received video fps, worst 1 s window | {pct(worst, 50):.0f} | "
                  f"{pct(worst, 5):.0f} (p5) |")
     lines.append(f"\n{len(v2v)}/{len(results)} answers heard.")
+    if args.set == "paused":
+        cuts = sum(bool(r["cut_off"]) for r in results)
+        lines.append(f"False cut-offs (a final transcript before the rest of the question): "
+                     f"{cuts}/{len(results)}.")
     return "\n".join(lines)
 
 
@@ -216,6 +234,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--set", choices=("complete", "paused"), default="complete",
+                        help="complete questions, or questions with a mid-sentence pause")
     parser.add_argument("--machine", default="2-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8765)
@@ -232,7 +252,7 @@ def main() -> int:
     )
     if args.first_chunk_max_chars is not None:
         EXTRA_AGENT = f"first_chunk_max_chars = {args.first_chunk_max_chars}"
-    results = asyncio.run(run(args.questions, args.port))
+    results = asyncio.run(run(args.questions, args.port, args.set == "paused"))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(report(results, args))

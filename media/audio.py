@@ -18,18 +18,38 @@ OUT_FRAME_SAMPLES = 960  # 20 ms at 48 kHz
 
 
 class InboundAudio:
-    """Turns decoded inbound `av.AudioFrame`s (any rate/layout) into 20 ms 16 kHz mono int16."""
+    """Turns decoded inbound `av.AudioFrame`s (any rate/layout) into 20 ms 16 kHz mono int16.
+
+    A peer may change rate or channel layout mid-stream (a renegotiated codec, a switched
+    microphone); libswresample's resampler is fixed to the first frame's format, so a change
+    flushes the old resampler and starts a new one.
+    """
 
     def __init__(self) -> None:
-        self._resampler = av.AudioResampler(
+        self._resampler = self._new_resampler()
+        self._input: tuple[int, str, str] | None = None  # rate, layout, format of the input
+
+    @staticmethod
+    def _new_resampler() -> av.AudioResampler:
+        return av.AudioResampler(
             format="s16", layout="mono", rate=LISTEN_RATE, frame_size=LISTEN_FRAME_SAMPLES
         )
 
     def convert(self, frame: av.AudioFrame) -> list[np.ndarray]:
-        out = []
-        for resampled in self._resampler.resample(frame):
-            out.append(resampled.to_ndarray().reshape(-1).astype(np.int16, copy=False))
+        out: list[np.ndarray] = []
+        key = (frame.sample_rate, frame.layout.name, frame.format.name)
+        if self._input is not None and key != self._input:
+            out.extend(self._run(None))
+            self._resampler = self._new_resampler()
+        self._input = key
+        out.extend(self._run(frame))
         return out
+
+    def _run(self, frame: av.AudioFrame | None) -> list[np.ndarray]:
+        return [
+            resampled.to_ndarray().reshape(-1).astype(np.int16, copy=False)
+            for resampled in self._resampler.resample(frame)
+        ]
 
 
 def as_mono_int16(pcm: np.ndarray) -> np.ndarray:

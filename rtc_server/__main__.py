@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = replace_path(config, key, value)
         setup_logging(config.server.log_level)
         try:
-            config.turn.check()
+            config.relay.check()
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         if config.cluster.role != "all":

@@ -83,7 +83,7 @@ class AgentBehaviour:
         self._llm_max_tokens = min(config.agent.max_new_tokens, config.llm.max_new_tokens)
         self._voice = Voice(engines, session.playout.fps)
         self._hearing = Hearing(
-            asr=engines.asr, vad=config.vad, pause_ms=config.asr.decode_ahead_ms,
+            asr=engines.asr, vad=config.vad, turn=config.turn, turn_model=engines.turn,
             clock=session.clock, pools=engines.pools, tasks=session.tasks, listener=self,
             on_error=session.report_error,
         )

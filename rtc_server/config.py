@@ -1,7 +1,8 @@
 """Server configuration: one frozen dataclass tree, loaded from an optional TOML file.
 
-Sections: [server], [ice], [turn], [media], [cluster], and one per engine kind. Every key has
-a default (the embedded offline setup), so no file is needed. Example: `config.example.toml`.
+Sections: [server], [ice], [relay] (TURN), [media], [cluster], and one per engine kind
+([turn] is the end-of-turn model). Every key has a default (the embedded offline setup), so
+no file is needed. Example: `config.example.toml`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from engines.asr.config import AsrConfig
 from engines.face.config import FaceConfig
 from engines.llm.config import LLMConfig
 from engines.tts.config import TTSConfig
+from engines.turn.config import TurnConfig
 from engines.vad.config import VadConfig
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
-from signaling.turn_credentials import TurnConfig
+from signaling.turn_credentials import RelayConfig
 
 Mode = Literal["agent", "echo"]
 
@@ -143,12 +145,13 @@ class Config:
     media: MediaConfig = field(default_factory=MediaConfig)
     vad: VadConfig = field(default_factory=VadConfig)
     asr: AsrConfig = field(default_factory=AsrConfig)
+    turn: TurnConfig = field(default_factory=TurnConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     tts: TTSConfig = field(default_factory=TTSConfig)
     face: FaceConfig = field(default_factory=FaceConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     # Time-limited TURN credentials (coturn use-auth-secret) for the page and the server.
-    turn: TurnConfig = field(default_factory=TurnConfig)
+    relay: RelayConfig = field(default_factory=RelayConfig)
     # Scale-out: role of this process, the Redis directory (rtc_server/cluster/).
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 

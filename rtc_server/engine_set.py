@@ -21,6 +21,7 @@ import numpy as np
 from engines.asr.base import StreamingASR
 from engines.llm.base import ChatLLM
 from engines.tts.base import TTS
+from engines.turn.base import TurnModel
 from rtc_server.config import Config
 
 logger = logging.getLogger(__name__)
@@ -37,12 +38,14 @@ class FaceAnimator(Protocol):
 @dataclass
 class Pools:
     asr: ThreadPoolExecutor = field(default_factory=lambda: _pool("asr", 2))
+    # Smart Turn calls (~26 ms each) must not queue behind a Whisper decode on the ASR pool.
+    turn: ThreadPoolExecutor = field(default_factory=lambda: _pool("turn", 1))
     tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1))
     face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1))
     render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2))
 
     def shutdown(self) -> None:
-        for pool in (self.asr, self.tts, self.face, self.render):
+        for pool in (self.asr, self.turn, self.tts, self.face, self.render):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -58,6 +61,7 @@ class Engines:
     face: FaceAnimator
     make_smoother: Callable[[], Any]  # per-session Kalman smoother (engines.face.smoothing)
     pools: Pools = field(default_factory=Pools)
+    turn: TurnModel | None = None  # semantic end of turn ([turn]); None = fixed hangover
 
     async def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
         """Speech -> landmark offsets at the face model's rate, on the face pool."""
@@ -86,6 +90,8 @@ def load_engines(config: Config) -> Engines:
     from engines.face import create_face, create_smoother
     from engines.llm import build_prompt, create_llm
     from engines.tts import create_tts
+    from engines.turn import load_turn_model
+    from engines.vad import load_vad_models
 
     build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
 
@@ -93,11 +99,13 @@ def load_engines(config: Config) -> Engines:
     warm_up = getattr(asr, "warm_up", None)
     if warm_up is not None:  # the first decode pays CTranslate2's set-up: not the first user
         warm_up()
+    turn = _timed(f"turn ({config.turn.model})", lambda: load_turn_model(config.turn))
+    load_vad_models(config.vad)  # silero, if [vad] silero_confirm: not in the first session
     tts = _timed(f"tts ({config.tts.engine})", lambda: create_tts(config.tts))
     face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
     llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))
     face_config = config.face
     return Engines(
         asr=asr, llm=llm, tts=tts, face=face,
-        make_smoother=lambda: create_smoother(face_config),
+        make_smoother=lambda: create_smoother(face_config), turn=turn,
     )

@@ -13,21 +13,21 @@ import aioice.ice
 from aiortc import RTCConfiguration, RTCIceServer
 
 from rtc_server.config import IceConfig
-from signaling.turn_credentials import TurnConfig, turn_ice_servers
+from signaling.turn_credentials import RelayConfig, turn_ice_servers
 
 logger = logging.getLogger(__name__)
 
 
-def rtc_configuration(config: IceConfig, turn: TurnConfig | None = None) -> RTCConfiguration:
+def rtc_configuration(config: IceConfig, relay: RelayConfig | None = None) -> RTCConfiguration:
     # An explicit (possibly empty) list: aiortc's own default names a public STUN server.
     servers = [
         RTCIceServer(urls=list(s.urls), username=s.username, credential=s.credential)
         for s in config.servers
     ]
-    if turn is not None and turn.server_relay:  # fresh time-limited credentials per session
+    if relay is not None and relay.server_relay:  # fresh time-limited credentials per session
         servers += [
             RTCIceServer(urls=s["urls"], username=s["username"], credential=s["credential"])
-            for s in turn_ice_servers(turn)
+            for s in turn_ice_servers(relay)
         ]
     return RTCConfiguration(iceServers=servers)
 

@@ -25,5 +25,5 @@ def signaling_settings(config: Config, **page: Any) -> SignalingSettings:
             "video": {"width": media.width, "height": media.height, "fps": media.fps},
             **page,
         },
-        dynamic_config=lambda: page_ice_config(static, config.turn),
+        dynamic_config=lambda: page_ice_config(static, config.relay),
     )

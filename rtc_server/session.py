@@ -74,7 +74,7 @@ class Session:
         media = config.media
         self.playout = Playout(self.clock, fps=media.fps, width=media.width, height=media.height)
         self.tasks = TaskSet(f"session:{session_id}")
-        self._pc = RTCPeerConnection(rtc_configuration(config.ice, config.turn))
+        self._pc = RTCPeerConnection(rtc_configuration(config.ice, config.relay))
         self._audio_out = ClockedAudioTrack(self.playout, on_frame=metrics.audio_packets_sent.inc)
         self._video_out = ClockedVideoTrack(
             self.playout, frames, on_frame=metrics.video_frames_sent.inc,

@@ -24,7 +24,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class TurnConfig:
+class RelayConfig:
     # TURN URLs handed out with time-limited credentials, e.g.
     # "turn:turn.example.org:3478?transport=udp"; empty = no TURN server.
     urls: tuple[str, ...] = ()
@@ -54,7 +54,7 @@ class TurnConfig:
     def check(self) -> None:
         """Raise ValueError when TURN URLs are configured without a secret."""
         if self.urls and not self.resolved_secret():
-            raise ValueError(f"turn.urls needs turn.secret (or ${self.secret_env})")
+            raise ValueError(f"relay.urls needs relay.secret (or ${self.secret_env})")
 
 
 def turn_credentials(secret: str, user: str, ttl_s: int, now: float | None = None) -> tuple[
@@ -67,7 +67,7 @@ def turn_credentials(secret: str, user: str, ttl_s: int, now: float | None = Non
     return username, base64.b64encode(digest).decode()
 
 
-def turn_ice_servers(config: TurnConfig, now: float | None = None) -> list[dict[str, Any]]:
+def turn_ice_servers(config: RelayConfig, now: float | None = None) -> list[dict[str, Any]]:
     """The RTCIceServer dicts for the configured TURN URLs with fresh credentials ([] if none)."""
     secret = config.resolved_secret()
     if not config.urls or not secret:
@@ -76,7 +76,7 @@ def turn_ice_servers(config: TurnConfig, now: float | None = None) -> list[dict[
     return [{"urls": list(config.urls), "username": username, "credential": credential}]
 
 
-def page_ice_config(static_servers: list[dict[str, Any]], config: TurnConfig) -> dict[str, Any]:
+def page_ice_config(static_servers: list[dict[str, Any]], config: RelayConfig) -> dict[str, Any]:
     """What `/api/config` says about ICE: static servers plus fresh TURN credentials, and the
     transport policy the page must use."""
     return {

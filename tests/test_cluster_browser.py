@@ -52,7 +52,7 @@ async def test_page_relays_through_coturn_and_reconnects_after_a_worker_crash(
 ) -> None:
     need("turnserver", "redis-server")
     coturn, turn_url = await start_coturn(tmp_path, TURN_SECRET)
-    extra = f'[turn]\nurls = ["{turn_url}"]\nsecret = "{TURN_SECRET}"\nrelay_only = true\n'
+    extra = f'[relay]\nurls = ["{turn_url}"]\nsecret = "{TURN_SECRET}"\nrelay_only = true\n'
     try:
         async with (
             local_cluster(tmp_path, extra_toml=extra) as cluster,

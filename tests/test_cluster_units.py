@@ -1,5 +1,5 @@
 """Cluster pieces without processes: TURN credentials, request tokens, registration
-signatures, the [cluster]/[turn] config and the CLI's refusals."""
+signatures, the [cluster]/[relay] config and the CLI's refusals."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rtc_server.cluster.errors import ClusterUnauthorized, WrongWorker
 from rtc_server.cluster.signing import Claims, sign_request, verify_request
 from rtc_server.config import load_config
 from rtc_server.errors import ConfigError
-from signaling.turn_credentials import TurnConfig, page_ice_config, turn_credentials
+from signaling.turn_credentials import RelayConfig, page_ice_config, turn_credentials
 
 
 def test_turn_credentials_follow_coturns_rest_scheme() -> None:
@@ -29,7 +29,7 @@ def test_turn_credentials_follow_coturns_rest_scheme() -> None:
 
 
 def test_page_gets_fresh_credentials_never_the_secret() -> None:
-    config = TurnConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north",
+    config = RelayConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north",
                         relay_only=True)
     first = page_ice_config([{"urls": ["stun:10.0.0.1:3478"]}], config)
     second = page_ice_config([], config)
@@ -39,17 +39,17 @@ def test_page_gets_fresh_credentials_never_the_secret() -> None:
     assert "north" not in str(first) and turn["urls"] == list(config.urls)
     assert int(turn["username"].split(":")[0]) > time.time() + 3500
     assert turn["username"] != second["ice_servers"][0]["username"]  # a random user per page
-    assert page_ice_config([], TurnConfig()) == {"ice_servers": [], "ice_transport_policy": "all"}
+    assert page_ice_config([], RelayConfig()) == {"ice_servers": [], "ice_transport_policy": "all"}
 
 
 def test_turn_urls_need_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RTC_TURN_SECRET", raising=False)
-    with pytest.raises(ValueError, match="needs turn.secret"):
-        TurnConfig(urls=("turn:h:3478",)).check()
+    with pytest.raises(ValueError, match="needs relay.secret"):
+        RelayConfig(urls=("turn:h:3478",)).check()
     monkeypatch.setenv("RTC_TURN_SECRET", "from-env")
-    TurnConfig(urls=("turn:h:3478",)).check()
+    RelayConfig(urls=("turn:h:3478",)).check()
     with pytest.raises(ValueError, match="turn: or turns:"):
-        TurnConfig(urls=("stun:h:3478",))
+        RelayConfig(urls=("stun:h:3478",))
 
 
 def test_request_tokens_are_bound_to_action_worker_and_time() -> None:
@@ -86,18 +86,18 @@ def test_cluster_and_turn_sections_load(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(
         '[cluster]\nrole = "worker"\nredis_url = "redis://10.0.0.2:6379/1"\nadvertise = '
-        '"10.0.0.5"\nheartbeat_s = 0.5\nttl_s = 2\n[turn]\nurls = ["turn:t.example:3478"]\n'
+        '"10.0.0.5"\nheartbeat_s = 0.5\nttl_s = 2\n[relay]\nurls = ["turn:t.example:3478"]\n'
         'secret = "s"\nttl_s = 600\n'
     )
     config = load_config(path)
     assert config.cluster.role == "worker" and config.cluster.ttl_s == 2.0
-    assert config.cluster.advertise == "10.0.0.5" and config.turn.ttl_s == 600
+    assert config.cluster.advertise == "10.0.0.5" and config.relay.ttl_s == 600
     for text, fragment in (
         ('[cluster]\nrole = "boss"\n', "not one of"),
         ("[cluster]\nheartbeat_s = 2\nttl_s = 3\n", "ttl_s at least 2 * heartbeat_s"),
         ('[cluster]\nnamespace = "a:b"\n', "namespace"),
         ("[cluster]\nredis = 1\n", "unknown key(s): redis"),
-        ("[turn]\nttl_s = 5\n", "at least 60"),
+        ("[relay]\nttl_s = 5\n", "at least 60"),
     ):
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(fragment)):
@@ -119,7 +119,7 @@ def test_server_relay_gives_the_servers_peer_connection_fresh_turn_credentials()
     from rtc_server.config import IceConfig
     from rtc_server.ice import rtc_configuration
 
-    turn = TurnConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north")
+    turn = RelayConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north")
     assert rtc_configuration(IceConfig(), turn).iceServers == []  # only when asked
     relayed = dataclasses.replace(turn, server_relay=True)
     (server,) = rtc_configuration(IceConfig(), relayed).iceServers

@@ -8,7 +8,7 @@ sessions; `open()` gives a per-utterance `AsrStream`.
 
 from __future__ import annotations
 
-from engines.asr.base import AsrStream, StreamingASR
+from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.asr.config import AsrConfig
 
 
@@ -24,4 +24,4 @@ def create_asr(config: AsrConfig | None = None) -> StreamingASR:
     return WhisperStreamingASR(config)
 
 
-__all__ = ["AsrConfig", "AsrStream", "StreamingASR", "create_asr"]
+__all__ = ["AsrConfig", "AsrStream", "PauseText", "StreamingASR", "create_asr"]

@@ -1,14 +1,15 @@
-"""Try the ASR alone: `python -m engines.asr FILE.wav`.
+"""Try hearing alone: `python -m engines.asr FILE.wav`.
 
-Reads any audio file (PyAV decodes and resamples it to 16 kHz mono), runs the endpointer on
-20 ms frames and one ASR stream per utterance, and prints each partial and final transcript
-with its audio time and compute time. `--realtime` paces the audio like a live microphone, so
-the printed final latency is what a user would wait after their speech ended.
+Reads any audio file (PyAV decodes and resamples it to 16 kHz mono), runs the endpointer, the
+turn model and one ASR stream per utterance over it (`engines.asr.offline.listen`, in audio
+time), and prints each endpointer event, each pause's verdict, the partials and the final
+transcripts with their audio times and the compute time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
@@ -18,12 +19,12 @@ import numpy as np
 
 from engines.asr import AsrConfig, create_asr
 from engines.asr.audio import SAMPLE_RATE
-from engines.asr.base import AsrStream
 from engines.asr.errors import InvalidAudioError
-from engines.vad import SpeechEnded, SpeechStarted, VadConfig, create_endpointer
+from engines.asr.offline import listen
+from engines.turn import TurnConfig, load_turn_model
+from engines.vad import SpeechEnded, SpeechPaused, SpeechStarted, VadConfig, VadEvent
 
 logger = logging.getLogger("engines.asr")
-_FRAME = SAMPLE_RATE * 20 // 1000
 
 
 def read_audio(path: Path) -> np.ndarray:
@@ -45,73 +46,61 @@ def read_audio(path: Path) -> np.ndarray:
     return np.concatenate(chunks).astype(np.int16) if chunks else np.zeros(0, np.int16)
 
 
+def _print_event(now: float, event: VadEvent) -> None:
+    if isinstance(event, SpeechStarted):
+        print(f"[{now:6.2f}s] speech started at {event.t:.2f} s")
+    elif isinstance(event, SpeechPaused):
+        print(f"[{now:6.2f}s] pause (voice stopped at {event.t:.2f} s)")
+    elif isinstance(event, SpeechEnded):
+        print(f"[{now:6.2f}s] end ({event.reason}, voice stopped at {event.t:.2f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engines.asr", description=__doc__)
     parser.add_argument("file", type=Path, help="audio file (wav, mp3, ...)")
     parser.add_argument("--engine", default="faster-whisper", help="faster-whisper | funasr")
-    parser.add_argument("--model", default=None, help="Whisper model dir / FunASR model")
-    parser.add_argument("--realtime", action="store_true", help="pace audio like a microphone")
-    parser.add_argument("--end-silence-ms", type=int, default=400, help="endpointer hangover")
-    parser.add_argument(
-        "--pause-hint-ms", type=int, default=0,
-        help="call the stream's pause_hint() at this much trailing silence (0 = never)",
-    )
+    parser.add_argument("--model", default=None,
+                        help="base | tiny.en | Whisper CTranslate2 dir | FunASR model dir")
+    parser.add_argument("--language", default="en", help="en | zh | auto")
+    parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
+    parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
+    parser.add_argument("--end-silence-ms", type=int, default=VadConfig.end_silence_ms,
+                        help="hangover without a turn model")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
 
     from common.logs import setup_logging
 
     setup_logging(args.log_level)
-    kwargs: dict[str, str] = {"engine": args.engine}
+    config = AsrConfig(engine=args.engine, language=args.language)
     if args.model:
-        kwargs["funasr_model" if args.engine == "funasr" else "model_path"] = args.model
-    config = AsrConfig(**kwargs)  # type: ignore[arg-type]
+        field = "funasr_model" if args.engine == "funasr" else "model"
+        config = dataclasses.replace(config, **{field: args.model})
     load_start = time.perf_counter()
     asr = create_asr(config)
-    print(f"loaded {config.engine} in {time.perf_counter() - load_start:.2f} s")
+    turn = TurnConfig(model=args.turn)
+    model = load_turn_model(turn)
+    print(f"loaded {config.engine} and turn model {turn.model} in "
+          f"{time.perf_counter() - load_start:.2f} s")
     audio = read_audio(args.file)
     print(f"{args.file}: {audio.shape[0] / SAMPLE_RATE:.2f} s")
-    audio = np.concatenate([audio, np.zeros(SAMPLE_RATE, np.int16)])  # let the last one end
+    audio = np.concatenate([audio, np.zeros(2 * SAMPLE_RATE, np.int16)])  # let the last end
 
-    endpointer = create_endpointer(VadConfig(end_silence_ms=args.end_silence_ms))
-    stream: AsrStream | None = None
-    hinted = False
-    wall0 = time.perf_counter()
-    for i in range(0, audio.shape[0] - _FRAME + 1, _FRAME):
-        frame = audio[i : i + _FRAME]
-        t_audio = (i + _FRAME) / SAMPLE_RATE
-        if args.realtime:
-            time.sleep(max(0.0, wall0 + t_audio - time.perf_counter()))
-        event = endpointer.push(frame)
-        if isinstance(event, SpeechStarted):
-            stream, hinted = asr.open(), False
-            print(f"[{t_audio:6.2f}s] speech started at {event.t:.2f} s")
-            frame = event.audio
-        if stream is None:
-            continue
-        if isinstance(event, SpeechEnded):
-            start = time.perf_counter()
-            final = stream.finish()
-            took = time.perf_counter() - start
-            print(
-                f"[{t_audio:6.2f}s] FINAL (speech ended at {event.t:.2f} s, "
-                f"finish() {took * 1000:.0f} ms): {final}"
-            )
-            stream = None
-            continue
-        start = time.perf_counter()
-        partial = stream.feed(frame)
-        silence_ms = endpointer.trailing_silence_ms
-        if args.pause_hint_ms > 0 and silence_ms >= args.pause_hint_ms and not hinted:
-            hinted = True
-            hint = getattr(stream, "pause_hint", None)
-            if hint is not None:
-                hint()
-        elif silence_ms == 0:
-            hinted = False
-        if partial is not None:
-            took = time.perf_counter() - start
-            print(f"[{t_audio:6.2f}s] partial ({took * 1000:.0f} ms): {partial}")
+    vad = VadConfig(pause_ms=args.pause_ms, end_silence_ms=args.end_silence_ms)
+    start = time.perf_counter()
+    heard = listen(audio, asr, vad=vad, turn=turn, turn_model=model, on_event=_print_event)
+    took = time.perf_counter() - start
+    for i, utterance in enumerate(heard, 1):
+        for pause in utterance.pauses:
+            p = "-" if pause.probability is None else f"{pause.probability:.2f}"
+            verdict = "complete" if pause.complete else "incomplete"
+            print(f"  #{i} pause at {pause.t:6.2f}s: p={p} {verdict}: {pause.text}")
+        for t, partial in utterance.partials:
+            print(f"  #{i} partial [{t:6.2f}s]: {partial}")
+        print(f"#{i} FINAL [{utterance.onset:.2f}-{utterance.voice_end:.2f} s, "
+              f"{utterance.reason}]: {utterance.text}")
+    print(f"{len(heard)} utterances; compute {took:.1f} s for "
+          f"{audio.shape[0] / SAMPLE_RATE:.1f} s of audio")
     return 0
 
 

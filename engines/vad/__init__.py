@@ -2,14 +2,23 @@
 
 `create_vad(config)` gives a per-stream detector (webrtcvad behind a noise-floor gate,
 optionally confirmed by silero-vad); `create_endpointer(config)` gives a per-stream
-`Endpointer` that turns 16 kHz int16 frames into `SpeechStarted` / `SpeechEnded` events. Both
-are cheap to create; the silero ONNX session, when used, is loaded once per process and shared
-(`load_vad_models` loads it up front).
+`Endpointer` that turns 16 kHz int16 frames into `SpeechStarted` / `SpeechPaused` /
+`SpeechResumed` / `SpeechEnded` events (with a turn model deciding the end through
+`Endpointer.verdict`, see `endpointer.py`). Both are cheap to create; the silero ONNX session,
+when used, is loaded once per process and shared (`load_vad_models` loads it up front).
 """
 
 from __future__ import annotations
 
-from engines.vad.base import SpeechEnded, SpeechStarted, VadEvent, VoiceActivityDetector
+from engines.vad.base import (
+    EndReason,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    VadEvent,
+    VoiceActivityDetector,
+)
 from engines.vad.config import SAMPLE_RATE, VadConfig
 from engines.vad.endpointer import Endpointer
 
@@ -41,17 +50,26 @@ def load_vad_models(config: VadConfig | None = None) -> None:
 
 
 def create_endpointer(
-    config: VadConfig | None = None, detector: VoiceActivityDetector | None = None
+    config: VadConfig | None = None, detector: VoiceActivityDetector | None = None,
+    max_silence_ms: int | None = None,
 ) -> Endpointer:
-    """A new Endpointer for one stream; `detector` defaults to `create_vad(config)`."""
+    """A new Endpointer for one stream; `detector` defaults to `create_vad(config)`.
+
+    `max_silence_ms` set = a turn model decides the end (`Endpointer.verdict`), and this much
+    silence ends the utterance without its "complete"; None = the fixed hangover.
+    """
     config = config or VadConfig()
-    return Endpointer(config, detector if detector is not None else create_vad(config))
+    detector = detector if detector is not None else create_vad(config)
+    return Endpointer(config, detector, max_silence_ms)
 
 
 __all__ = [
     "SAMPLE_RATE",
+    "EndReason",
     "Endpointer",
     "SpeechEnded",
+    "SpeechPaused",
+    "SpeechResumed",
     "SpeechStarted",
     "VadConfig",
     "VadEvent",

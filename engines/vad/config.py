@@ -1,7 +1,8 @@
 """Options of voice activity detection and endpointing (`[vad]` in the server's TOML).
 
-Defaults are the embedded offline default: webrtcvad, 20 ms frames, end of speech after
-400 ms of silence.
+Defaults are the embedded offline default: webrtcvad, 20 ms frames, a pause after 200 ms of
+silence (where the ASR decodes ahead and a turn model, `[turn]`, is asked whether the user is
+done) and, without a turn model, the end after 400 ms of silence.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ class VadConfig:
     frame_ms: int = 20  # analysis frame: 10, 20 or 30 ms (webrtcvad's accepted sizes)
     min_speech_ms: int = 150  # voiced audio needed before SpeechStarted (rejects clicks, coughs)
     start_gap_ms: int = 100  # unvoiced gap that resets a not-yet-confirmed onset
-    end_silence_ms: int = 400  # trailing silence (hangover) before SpeechEnded
+    pause_ms: int = 200  # silence inside an utterance that makes a SpeechPaused
+    end_silence_ms: int = 400  # silence (hangover) before SpeechEnded when there is no turn model
     max_utterance_s: float = 30.0  # forced SpeechEnded after this much speech
     pre_roll_ms: int = 500  # audio kept before the onset so the first syllable is not lost
     noise_gate_db: float = 6.0  # frames must be this far above the noise floor (0 = no gate)
@@ -34,11 +36,13 @@ class VadConfig:
             raise InvalidVadConfigError("aggressiveness must be 0, 1, 2 or 3")
         if self.frame_ms not in (10, 20, 30):
             raise InvalidVadConfigError("frame_ms must be 10, 20 or 30")
-        for name in ("min_speech_ms", "start_gap_ms", "end_silence_ms", "pre_roll_ms"):
+        for name in ("min_speech_ms", "start_gap_ms", "pause_ms", "end_silence_ms", "pre_roll_ms"):
             if getattr(self, name) < 0:
                 raise InvalidVadConfigError(f"{name} must be >= 0")
-        if self.end_silence_ms < self.frame_ms:
-            raise InvalidVadConfigError("end_silence_ms must be at least one frame")
+        if self.pause_ms < self.frame_ms:
+            raise InvalidVadConfigError("pause_ms must be at least one frame")
+        if self.end_silence_ms <= self.pause_ms:
+            raise InvalidVadConfigError("end_silence_ms must be longer than pause_ms")
         if self.max_utterance_s <= 0:
             raise InvalidVadConfigError("max_utterance_s must be > 0")
         if self.noise_gate_db < 0:

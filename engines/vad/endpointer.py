@@ -1,4 +1,6 @@
-"""Endpointer: 16 kHz int16 audio in, `SpeechStarted` / `SpeechEnded` events out.
+"""Endpointer: 16 kHz int16 audio in; speech start, pause, resume and end events out.
+
+It is the one place that decides them; an ASR stream decodes when told (`engines.asr.base`).
 
 Contract:
 - `push(frame)` takes any length of audio (the server pushes 20 ms frames; any multiple of
@@ -8,16 +10,29 @@ Contract:
   `start_gap_ms` reset the run. `SpeechStarted.t` is the run's first voiced frame;
   `SpeechStarted.audio` is `pre_roll_ms` before it through the end of the current push, so a
   listener that appends every later push holds the whole utterance.
-- End: `end_silence_ms` without speech -> `SpeechEnded(t=end of last speech frame,
-  forced=False)`. Inside an utterance a lone voiced frame (a click, a noise burst) does not
-  count as speech: at least half of the frames in the last 60 ms must be voiced.
-- Forced end: `max_utterance_s` after the onset -> `SpeechEnded(t=now, forced=True)`; if the
-  user keeps talking a new utterance starts after `min_speech_ms` of voice.
-- `trailing_silence_ms` exposes the silence run inside an utterance, so a caller can tell an
-  ASR stream early that the user paused (`AsrStream.pause_hint()`), before the end is final.
+- Inside an utterance a lone voiced frame (a click, a noise burst) does not count as speech:
+  at least half of the frames in the last 60 ms must be voiced.
+- Pause: `pause_ms` without speech -> `SpeechPaused(t=end of the last speech frame, pause_id,
+  audio)`, once per silence run. With a turn model (`max_silence_ms` given), `audio` is the
+  utterance from its pre-roll up to now, at most the last `WINDOW_S` (8) seconds; without
+  one it is empty.
+- Resume: speech after a reported pause -> `SpeechResumed(t, audio)`, `audio` from the
+  frames that confirmed the speech (the last 60 ms, plus one frame) through the end of the
+  push. From then on that pause is stale.
+- End, without a turn model (`max_silence_ms=None`): `end_silence_ms` of silence ->
+  `SpeechEnded(t=end of the last speech frame, reason="silence")`, today's fixed hangover.
+- End, with a turn model: the caller runs the model on the pause's audio (off the event loop)
+  and calls `verdict(pause_id, complete)`. Complete, for the current pause and while the
+  silence goes on, returns `SpeechEnded(reason="complete")` at once. Incomplete, or a verdict
+  that never comes, keeps listening: `max_silence_ms` of silence ends the utterance with
+  `reason="silence"`. A verdict for a stale pause (speech resumed since, or the utterance
+  ended) returns None and changes nothing.
+- Forced end: `max_utterance_s` after the onset -> `SpeechEnded(t=now, reason="max_length")`;
+  if the user keeps talking a new utterance starts after `min_speech_ms` of voice.
+- `trailing_silence_ms` is the silence run inside an utterance (0 while the user speaks).
 
 One Endpointer per stream (it holds state). Cost: one detector call per frame (~5 us with
-webrtcvad, plus ~1 ms per 32 ms with silero confirmation).
+webrtcvad, plus ~1 ms per 32 ms with silero confirmation); a pause copies its window once.
 """
 
 from __future__ import annotations
@@ -28,39 +43,65 @@ from collections import deque
 
 import numpy as np
 
-from engines.vad.base import SpeechEnded, SpeechStarted, VadEvent, VoiceActivityDetector
+from engines.turn.base import WINDOW_S
+from engines.vad.base import (
+    EndReason,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    VadEvent,
+    VoiceActivityDetector,
+)
 from engines.vad.config import SAMPLE_RATE, VadConfig
+from engines.vad.errors import InvalidVadConfigError
 from engines.vad.webrtc import check_pcm16
 
 logger = logging.getLogger(__name__)
 
 _BLIP_WINDOW_MS = 60  # window for "speech inside an utterance" (see module docstring)
+_EMPTY = np.zeros(0, dtype=np.int16)
 
 
 class Endpointer:
-    """Turns a stream of frames into speech start/end events (see module docstring)."""
+    """Turns a stream of frames into speech events (see module docstring)."""
 
-    def __init__(self, config: VadConfig, detector: VoiceActivityDetector) -> None:
+    def __init__(
+        self, config: VadConfig, detector: VoiceActivityDetector,
+        max_silence_ms: int | None = None,
+    ) -> None:
+        if max_silence_ms is not None and max_silence_ms <= config.pause_ms:
+            raise InvalidVadConfigError("the turn's max_silence_ms must be longer than pause_ms")
         self.config = config
         self._detector = detector
+        self._max_silence_ms = max_silence_ms
         self._frame = config.frame_samples
         self._window = max(1, _BLIP_WINDOW_MS // config.frame_ms)
+        self._turn_window = int(WINDOW_S * SAMPLE_RATE)
         self._pending_events: deque[VadEvent] = deque()
+        self._pause_id = 0
         self.reset()
 
     def reset(self) -> None:
         """Forget all state (a new stream); stream time restarts at 0."""
-        self._remainder = np.zeros(0, dtype=np.int16)
+        self._remainder = _EMPTY
         self._samples_done = 0  # samples analysed so far (frames, not remainder)
-        self._history: list[np.ndarray] = []  # raw audio since `_history_start`
+        self._history: deque[np.ndarray] = deque()  # raw pushes since `_history_start`
         self._history_start = 0  # sample index of the first history sample
+        self._history_end = 0  # sample index after the last history sample
         self._in_speech = False
         self._onset: int | None = None  # candidate (or confirmed) onset sample
         self._voiced_samples = 0  # voiced samples in the candidate run
         self._gap_samples = 0  # current unvoiced run while a candidate is open
         self._last_speech_end = 0  # sample index where the last speech frame ended
+        self._paused = False  # a SpeechPaused was emitted for the current silence run
         self._recent: deque[bool] = deque(maxlen=self._window)
         self._pending_events.clear()
+
+    @property
+    def semantic(self) -> bool:
+        """True when a turn model decides the end (see `verdict`)."""
+        return self._max_silence_ms is not None
 
     @property
     def in_speech(self) -> bool:
@@ -82,9 +123,9 @@ class Endpointer:
     def push(self, frame: np.ndarray) -> VadEvent | None:
         """Add audio; return the event it caused, if any.
 
-        A push shorter than `min_speech_ms` and `end_silence_ms` causes at most one event.
-        A longer one may cause several: they come out one per push (or all at once from
-        `process`); a SpeechStarted that waits has its audio extended by the pushes it waits.
+        A push shorter than `min_speech_ms` and `pause_ms` causes at most one event. A longer
+        one may cause several: they come out one per push (or all at once from `process`); a
+        SpeechStarted that waits has its audio extended by the pushes it waits.
         """
         self._queue(self._analyse(frame), frame)
         return self._pending_events.popleft() if self._pending_events else None
@@ -96,10 +137,20 @@ class Endpointer:
         self._pending_events.clear()
         return events
 
+    def verdict(self, pause_id: int, complete: bool) -> SpeechEnded | None:
+        """The turn model's answer for pause `pause_id`: complete ends the utterance now.
+
+        Returns the SpeechEnded it caused, or None (incomplete, or a stale pause).
+        """
+        current = self._in_speech and self._paused and pause_id == self._pause_id
+        if not (complete and current):
+            return None
+        return self._end(self._last_speech_end, "complete")
+
     def _queue(self, new: list[VadEvent], pushed: np.ndarray) -> None:
         waiting = [
             dataclasses.replace(e, audio=np.concatenate([e.audio, check_pcm16(pushed)]))
-            if isinstance(e, SpeechStarted) else e
+            if isinstance(e, SpeechStarted | SpeechResumed) else e
             for e in self._pending_events
         ]
         self._pending_events.clear()
@@ -110,6 +161,7 @@ class Endpointer:
         if audio.size == 0:
             return []
         self._history.append(audio)
+        self._history_end += audio.shape[0]
         buf = np.concatenate([self._remainder, audio]) if self._remainder.size else audio
         n = buf.shape[0] // self._frame * self._frame
         self._remainder = buf[n:].copy()
@@ -118,8 +170,9 @@ class Endpointer:
             event = self._step(buf[start : start + self._frame])
             if event is not None:
                 events.append(event)
-        # A start's audio must run to the end of this push (remainder included).
-        events = [self._with_audio(e) if isinstance(e, SpeechStarted) else e for e in events]
+        # A start's (or resumption's) audio must run to the end of this push (remainder too).
+        events = [self._with_audio(e) if isinstance(e, SpeechStarted | SpeechResumed) else e
+                  for e in events]
         self._trim_history()
         return events
 
@@ -131,14 +184,27 @@ class Endpointer:
         if not self._in_speech:
             return self._step_idle(voiced, frame_start)
         self._recent.append(voiced)
+        resumed = False
         if voiced and sum(self._recent) * 2 >= len(self._recent):
             self._last_speech_end = self._samples_done
+            resumed, self._paused = self._paused, False
         assert self._onset is not None
         if self._samples_done - self._onset >= cfg.max_utterance_s * SAMPLE_RATE:
-            return self._end(self._samples_done, forced=True)
-        silence = self._samples_done - self._last_speech_end
-        if silence * 1000 >= cfg.end_silence_ms * SAMPLE_RATE:
-            return self._end(self._last_speech_end, forced=False)
+            return self._end(self._samples_done, "max_length")
+        if resumed:
+            logger.debug("speech resumed at %.2f s", self.time)
+            return SpeechResumed(t=self.time, audio=_EMPTY)
+        silence_ms = (self._samples_done - self._last_speech_end) * 1000 / SAMPLE_RATE
+        if not self._paused and silence_ms >= cfg.pause_ms:
+            self._paused = True
+            self._pause_id += 1
+            return SpeechPaused(
+                t=self._last_speech_end / SAMPLE_RATE, pause_id=self._pause_id,
+                audio=self._turn_audio() if self.semantic else _EMPTY,
+            )
+        limit = self._max_silence_ms if self._max_silence_ms is not None else cfg.end_silence_ms
+        if silence_ms >= limit:
+            return self._end(self._last_speech_end, "silence")
         return None
 
     def _step_idle(self, voiced: bool, frame_start: int) -> SpeechStarted | None:
@@ -157,38 +223,58 @@ class Endpointer:
         if self._voiced_samples * 1000 < cfg.min_speech_ms * SAMPLE_RATE:
             return None
         self._in_speech = True
+        self._paused = False
         self._last_speech_end = self._samples_done
         self._recent.clear()
         self._recent.extend([True] * self._window)
         logger.debug("speech started at %.2f s", self._onset / SAMPLE_RATE)
         # Audio is attached in `_analyse`, once the whole push is in the history.
-        return SpeechStarted(t=self._onset / SAMPLE_RATE, audio=np.zeros(0, dtype=np.int16))
+        return SpeechStarted(t=self._onset / SAMPLE_RATE, audio=_EMPTY)
 
-    def _end(self, end_sample: int, forced: bool) -> SpeechEnded:
+    def _end(self, end_sample: int, reason: EndReason) -> SpeechEnded:
         self._in_speech = False
+        self._paused = False
         self._onset = None
         self._voiced_samples = 0
         self._gap_samples = 0
-        logger.debug("speech ended at %.2f s (forced=%s)", end_sample / SAMPLE_RATE, forced)
-        return SpeechEnded(t=end_sample / SAMPLE_RATE, forced=forced)
+        logger.debug("speech ended at %.2f s (%s)", end_sample / SAMPLE_RATE, reason)
+        return SpeechEnded(t=end_sample / SAMPLE_RATE, reason=reason)
 
-    def _with_audio(self, event: SpeechStarted) -> SpeechStarted:
-        pre = self.config.pre_roll_ms * SAMPLE_RATE // 1000
-        first = max(self._history_start, round(event.t * SAMPLE_RATE) - pre)
-        audio = np.concatenate(self._history)[first - self._history_start :]
-        return dataclasses.replace(event, audio=audio)
+    def _pre_roll(self) -> int:
+        return self.config.pre_roll_ms * SAMPLE_RATE // 1000
+
+    def _slice(self, first: int, end: int) -> np.ndarray:
+        """History samples [first, end) (clipped to what is kept), as one array."""
+        first = max(first, self._history_start)
+        audio = np.concatenate(self._history) if len(self._history) > 1 else self._history[0]
+        return audio[first - self._history_start : end - self._history_start]
+
+    def _with_audio(self, event: SpeechStarted | SpeechResumed) -> SpeechStarted | SpeechResumed:
+        if isinstance(event, SpeechStarted):
+            first = round(event.t * SAMPLE_RATE) - self._pre_roll()
+        else:  # the blip window that confirmed the speech, and one frame before it
+            first = round(event.t * SAMPLE_RATE) - (self._window + 1) * self._frame
+        return dataclasses.replace(event, audio=self._slice(first, self._history_end).copy())
+
+    def _turn_audio(self) -> np.ndarray:
+        assert self._onset is not None
+        first = max(self._onset - self._pre_roll(), self._samples_done - self._turn_window)
+        return self._slice(first, self._samples_done).copy()
 
     def _trim_history(self) -> None:
         # Keep the pre-roll before an open candidate, else just the pre-roll window; inside
-        # an utterance the listener holds the audio, so keep only the pre-roll for the next.
-        pre = self.config.pre_roll_ms * SAMPLE_RATE // 1000
-        end = self._history_start + sum(a.shape[0] for a in self._history)
-        keep_from = end - pre - self._frame
+        # an utterance the listener holds the audio, so keep only the pre-roll for the next
+        # one (with a turn model: the utterance's last 8 s, for the pause's window).
+        # Whole pushes are dropped from the front: no copying per frame.
+        keep_from = self._history_end - self._pre_roll() - self._frame
         if self._onset is not None and not self._in_speech:
-            keep_from = min(keep_from, self._onset - pre)
-        keep_from = max(keep_from, self._history_start)
-        if keep_from == self._history_start:
-            return
-        audio = np.concatenate(self._history)[keep_from - self._history_start :]
-        self._history = [audio]
-        self._history_start = keep_from
+            keep_from = min(keep_from, self._onset - self._pre_roll())
+        if self._in_speech and self.semantic:
+            assert self._onset is not None
+            keep_from = min(keep_from, max(
+                self._onset - self._pre_roll(), self._samples_done - self._turn_window
+            ))
+        while len(self._history) > 1 and self._history_start + self._history[0].shape[0] <= (
+            keep_from
+        ):
+            self._history_start += self._history.popleft().shape[0]

@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             turn_secret = secrets.token_urlsafe(24)
             coturn, turn_url = await start_coturn(log_dir, turn_secret)
             stack.push_async_callback(coturn.stop)
-            turn = f'[turn]\nurls = ["{turn_url}"]\nsecret = "{turn_secret}"'
+            turn = f'[relay]\nurls = ["{turn_url}"]\nsecret = "{turn_secret}"'
             print(f"coturn      {turn_url}", flush=True)
         llm = ""
         if args.mode == "agent" and args.llm == "shared":

@@ -132,12 +132,16 @@ def test_final_flush_with_empty_remainder(
     assert model.calls[-1]["is_final"] is True and model.calls[-1]["input"].shape[0] == 0
 
 
-def test_partials_accumulate_and_only_report_changes(engine: FunAsrStreamingASR) -> None:
+def test_partials_accumulate_and_only_report_changes(
+    engine: FunAsrStreamingASR, model: RecordingAutoModel
+) -> None:
     stream = engine.open()
     partials = [p for p in feed_frames(stream, 3.0) if p is not None]
     # chunks 1-5 give "hello", "how", "", "you", "doing": the empty one reports nothing
     assert partials == ["hello", "hello how", "hello how you", "hello how you doing"]
-    assert stream.pause_hint() == "hello how you doing"
+    calls = len(model.calls)
+    assert stream.pause().text == "hello how you doing"  # decoded as it went: no extra call
+    assert len(model.calls) == calls
     assert stream.finish() == "hello how you doing end"
     with pytest.raises(StreamClosedError):
         stream.feed(np.zeros(320, np.int16))

@@ -3,6 +3,8 @@
 The endpointer logic is driven by a level detector (a frame is speech when its samples are
 non-zero), so each sequence states exactly which frames are voiced; the real detectors
 (webrtcvad, the noise-floor gate, silero) are then checked on synthetic voiced audio and noise.
+The turn-model contract (pause -> verdict -> end, stale verdicts, the long limit) is pinned
+here with scripted verdicts; `test_turn.py` runs the real model.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from scipy.signal import lfilter
 from engines.vad import (
     Endpointer,
     SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
     SpeechStarted,
     VadConfig,
     VadEvent,
@@ -49,10 +53,11 @@ def seq(*parts: tuple[str, float]) -> np.ndarray:
 
 
 def run(
-    audio: np.ndarray, config: VadConfig | None = None, push_ms: int = 20
+    audio: np.ndarray, config: VadConfig | None = None, push_ms: int = 20,
+    max_silence_ms: int | None = None,
 ) -> list[tuple[float, VadEvent]]:
     """Push `audio` in `push_ms` pieces; return (stream time at the push's end, event)."""
-    ep = Endpointer(config or VadConfig(), LevelDetector())
+    ep = Endpointer(config or VadConfig(), LevelDetector(), max_silence_ms)
     step = SR * push_ms // 1000
     events = []
     for i in range(0, audio.shape[0], step):
@@ -66,37 +71,65 @@ def kinds(events: list[tuple[float, VadEvent]]) -> list[str]:
     return [type(e).__name__ for _, e in events]
 
 
-def test_utterance_start_and_end_after_hangover() -> None:
+def starts_ends(events: list[tuple[float, VadEvent]]) -> list[str]:
+    return [k for k in kinds(events) if k in ("SpeechStarted", "SpeechEnded")]
+
+
+def test_utterance_start_pause_and_end_after_hangover() -> None:
+    """Without a turn model: the pause at 200 ms of silence, the end at today's 400 ms."""
     events = run(seq(("q", 1.0), ("s", 1.0), ("q", 1.0)))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
-    (t_start_push, start), (t_end_push, end) = events
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    (t_start_push, start), (t_pause_push, pause), (t_end_push, end) = events
     assert isinstance(start, SpeechStarted) and isinstance(end, SpeechEnded)
+    assert isinstance(pause, SpeechPaused)
     assert start.t == pytest.approx(1.0)
     # confirmed once min_speech_ms (150) of voice was heard
     assert t_start_push == pytest.approx(1.16, abs=0.021)
-    assert end.t == pytest.approx(2.0) and not end.forced
+    assert pause.t == pytest.approx(2.0) and t_pause_push == pytest.approx(2.2, abs=0.021)
+    assert pause.audio.size == 0  # no turn model: nothing to judge
+    assert end.t == pytest.approx(2.0) and not end.forced and end.reason == "silence"
     # reported exactly when 400 ms of silence have passed
     assert t_end_push == pytest.approx(2.4, abs=0.021)
 
 
 def test_pause_shorter_than_hangover_keeps_the_utterance() -> None:
-    events = run(seq(("q", 0.5), ("s", 0.6), ("q", 0.34), ("s", 0.6), ("q", 0.6)))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
-    assert events[1][1].t == pytest.approx(0.5 + 0.6 + 0.34 + 0.6)
+    audio = seq(("q", 0.5), ("s", 0.6), ("q", 0.34), ("s", 0.6), ("q", 0.6))
+    events = run(audio)
+    assert kinds(events) == [
+        "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"
+    ]
+    t_resumed, resumed = events[2]
+    assert t_resumed == pytest.approx(0.5 + 0.6 + 0.34 + 0.04, abs=0.021)  # 2 of 3 frames
+    # the resumed speech from its onset (and a frame before), for a listener that paused
+    assert isinstance(resumed, SpeechResumed)
+    first = round(t_resumed * SR) - 4 * 320
+    np.testing.assert_array_equal(resumed.audio, audio[first : round(t_resumed * SR)])
+    assert np.any(resumed.audio[: 3 * 320] == 0) and resumed.audio[-320:].all()
+    first, second = events[1][1], events[3][1]
+    assert isinstance(first, SpeechPaused) and isinstance(second, SpeechPaused)
+    assert second.pause_id == first.pause_id + 1
+    assert events[4][1].t == pytest.approx(0.5 + 0.6 + 0.34 + 0.6)
+
+
+def test_gap_shorter_than_the_pause_is_no_event() -> None:
+    events = run(seq(("q", 0.5), ("s", 0.6), ("q", 0.15), ("s", 0.6), ("q", 0.6)))
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
 
 
 def test_pause_longer_than_hangover_splits_utterances() -> None:
     events = run(seq(("q", 0.5), ("s", 0.6), ("q", 0.5), ("s", 0.6), ("q", 0.6)))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"] * 2
-    assert events[1][1].t == pytest.approx(1.1)
-    assert events[2][1].t == pytest.approx(1.6)
+    assert starts_ends(events) == ["SpeechStarted", "SpeechEnded"] * 2
+    ends = [e for _, e in events if isinstance(e, SpeechEnded)]
+    starts = [e for _, e in events if isinstance(e, SpeechStarted)]
+    assert ends[0].t == pytest.approx(1.1)
+    assert starts[1].t == pytest.approx(1.6)
 
 
 def test_hangover_is_configurable() -> None:
     audio = seq(("q", 0.5), ("s", 0.6), ("q", 0.5), ("s", 0.6), ("q", 0.8))
     events = run(audio, VadConfig(end_silence_ms=700))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
-    assert events[1][0] == pytest.approx(0.5 + 0.6 + 0.5 + 0.6 + 0.7, abs=0.021)
+    assert starts_ends(events) == ["SpeechStarted", "SpeechEnded"]
+    assert events[-1][0] == pytest.approx(0.5 + 0.6 + 0.5 + 0.6 + 0.7, abs=0.021)
 
 
 def test_short_blips_never_start_speech() -> None:
@@ -111,7 +144,7 @@ def test_voice_with_short_gaps_accumulates_to_a_start() -> None:
     # 60 ms voiced / 60 ms gap: gaps below start_gap_ms, voice adds up to 150 ms
     parts: list[tuple[str, float]] = [("q", 0.2)] + [("s", 0.06), ("q", 0.06)] * 4
     events = run(seq(*parts, ("q", 1.0)))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
+    assert starts_ends(events) == ["SpeechStarted", "SpeechEnded"]
     assert events[0][1].t == pytest.approx(0.2)
 
 
@@ -119,19 +152,21 @@ def test_lone_voiced_frames_in_trailing_silence_do_not_hold_the_utterance() -> N
     # steady clicks: 20 ms 'voice' every 100 ms after the utterance (like impulsive noise)
     parts: list[tuple[str, float]] = [("q", 0.3), ("s", 1.0)] + [("q", 0.08), ("s", 0.02)] * 8
     events = run(seq(*parts, ("q", 0.5)))
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
-    assert events[1][1].t == pytest.approx(1.3)
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    assert events[2][1].t == pytest.approx(1.3)
 
 
 def test_forced_end_at_max_length_then_restart() -> None:
     cfg = VadConfig(max_utterance_s=2.0)
     events = run(seq(("q", 0.2), ("s", 3.0), ("q", 1.0)), cfg)
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded", "SpeechStarted", "SpeechEnded"]
+    assert kinds(events) == [
+        "SpeechStarted", "SpeechEnded", "SpeechStarted", "SpeechPaused", "SpeechEnded"
+    ]
     forced = events[1][1]
-    assert isinstance(forced, SpeechEnded) and forced.forced
+    assert isinstance(forced, SpeechEnded) and forced.forced and forced.reason == "max_length"
     assert forced.t == pytest.approx(2.2)
     assert events[2][1].t == pytest.approx(2.2)  # still talking: a new utterance from there
-    last = events[3][1]
+    last = events[4][1]
     assert isinstance(last, SpeechEnded) and not last.forced and last.t == pytest.approx(3.2)
 
 
@@ -144,10 +179,9 @@ def test_start_audio_holds_pre_roll_through_end_of_push() -> None:
         event = ep.push(frame)
         if isinstance(event, SpeechStarted):
             collected.append(event.audio)
-        elif collected and event is None:
+        elif collected:
             collected.append(frame)
-        elif isinstance(event, SpeechEnded):
-            collected.append(frame)
+        if isinstance(event, SpeechEnded):
             break
     utterance = np.concatenate(collected)
     first = int(0.7 * SR)
@@ -168,26 +202,30 @@ def test_pre_roll_clipped_at_stream_start() -> None:
 def test_push_size_and_frame_size_do_not_change_the_events(push_ms: int, frame_ms: int) -> None:
     audio = seq(("q", 0.62), ("s", 1.03), ("q", 0.31), ("s", 0.5), ("q", 0.9))
     events = run(audio, VadConfig(frame_ms=frame_ms), push_ms=push_ms)
-    assert kinds(events) == ["SpeechStarted", "SpeechEnded"]
+    assert kinds(events) == [
+        "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"
+    ]
     assert events[0][1].t == pytest.approx(0.62, abs=frame_ms / 1000)
-    assert events[1][1].t == pytest.approx(2.46, abs=frame_ms / 1000)
+    assert events[1][1].t == pytest.approx(1.65, abs=frame_ms / 1000)
+    assert events[4][1].t == pytest.approx(2.46, abs=frame_ms / 1000)
 
 
 def test_one_long_push_gives_all_events_via_process_or_one_per_push() -> None:
     audio = seq(("q", 0.3), ("s", 0.5), ("q", 0.6), ("s", 0.5), ("q", 0.6))
     ep = Endpointer(VadConfig(), LevelDetector())
-    assert kinds([(0.0, e) for e in ep.process(audio)]) == ["SpeechStarted", "SpeechEnded"] * 2
+    once = ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    assert kinds([(0.0, e) for e in ep.process(audio)]) == once * 2
 
     ep = Endpointer(VadConfig(), LevelDetector())
     first = ep.push(audio)
     assert isinstance(first, SpeechStarted)
     pad = np.zeros(320, dtype=np.int16)
-    rest = [ep.push(pad) for _ in range(3)]
-    assert [type(e).__name__ for e in rest] == ["SpeechEnded", "SpeechStarted", "SpeechEnded"]
-    held = rest[1]
+    rest = [ep.push(pad) for _ in range(5)]
+    assert [type(e).__name__ for e in rest] == once[1:] + once
+    held = rest[2]
     assert isinstance(held, SpeechStarted)
     # the held start's audio runs through the pushes it waited for
-    assert held.audio.shape[0] == audio.shape[0] - round((1.4 - 0.5) * SR) + 2 * 320
+    assert held.audio.shape[0] == audio.shape[0] - round((1.4 - 0.5) * SR) + 3 * 320
 
 
 def test_trailing_silence_reports_the_pause_as_it_grows() -> None:
@@ -211,6 +249,107 @@ def test_reset_restarts_stream_time() -> None:
     assert events[0].t == pytest.approx(0.2)
 
 
+# --- the turn-model contract: pause -> verdict -> end -------------------------------------
+
+class Scripted:
+    """Drives an endpointer in 20 ms pushes and answers each pause with a scripted verdict."""
+
+    def __init__(self, verdicts: list[bool | None], max_silence_ms: int = 1500) -> None:
+        self.ep = Endpointer(VadConfig(), LevelDetector(), max_silence_ms)
+        self.verdicts = list(verdicts)
+        self.events: list[tuple[float, VadEvent]] = []
+
+    def play(self, audio: np.ndarray) -> list[tuple[float, VadEvent]]:
+        for i in range(0, audio.shape[0], 320):
+            event = self.ep.push(audio[i : i + 320])
+            now = min(i + 320, audio.shape[0]) / SR
+            if event is None:
+                continue
+            self.events.append((now, event))
+            if isinstance(event, SpeechPaused) and self.verdicts:
+                verdict = self.verdicts.pop(0)
+                if verdict is not None:
+                    ended = self.ep.verdict(event.pause_id, verdict)
+                    if ended is not None:
+                        self.events.append((now, ended))
+        return self.events
+
+
+def test_complete_verdict_ends_the_turn_at_the_short_pause() -> None:
+    events = Scripted([True]).play(seq(("q", 0.5), ("s", 1.0), ("q", 2.0)))
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    (_, _), (t_pause, pause), (t_end, end) = events
+    assert isinstance(pause, SpeechPaused) and isinstance(end, SpeechEnded)
+    assert end.reason == "complete" and not end.forced
+    assert end.t == pytest.approx(1.5)  # the end of the voice, not of the check
+    assert t_end == t_pause == pytest.approx(1.7, abs=0.021)  # 200 ms pause, not 400 ms
+
+
+def test_incomplete_verdict_keeps_listening_up_to_the_long_limit() -> None:
+    events = Scripted([False]).play(seq(("q", 0.5), ("s", 1.0), ("q", 2.0)))
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    t_end, end = events[-1]
+    assert isinstance(end, SpeechEnded) and end.reason == "silence"
+    assert end.t == pytest.approx(1.5) and t_end == pytest.approx(3.0, abs=0.021)
+
+
+def test_incomplete_then_speech_continues_in_the_same_utterance() -> None:
+    """The bug the turn model fixes: "I'd like to ... transfer money" cut at 400 ms."""
+    audio = seq(("q", 0.5), ("s", 0.8), ("q", 0.8), ("s", 1.0), ("q", 2.0))
+    events = Scripted([False, True]).play(audio)
+    assert kinds(events) == [
+        "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"
+    ]
+    end = events[-1][1]
+    assert isinstance(end, SpeechEnded) and end.reason == "complete"
+    assert end.t == pytest.approx(3.1)
+    # today's fixed hangover cuts the same audio in two
+    assert starts_ends(run(audio)) == ["SpeechStarted", "SpeechEnded"] * 2
+
+
+def test_no_verdict_ends_at_the_long_limit() -> None:
+    events = Scripted([None], max_silence_ms=900).play(seq(("q", 0.5), ("s", 1.0), ("q", 2.0)))
+    t_end, end = events[-1]
+    assert isinstance(end, SpeechEnded) and end.reason == "silence"
+    assert t_end == pytest.approx(1.5 + 0.9, abs=0.021)
+
+
+def test_verdict_after_speech_resumed_is_stale_and_dropped() -> None:
+    ep = Endpointer(VadConfig(), LevelDetector(), 1500)
+    pauses = [e for e in ep.process(seq(("q", 0.5), ("s", 1.0), ("q", 0.3)))
+              if isinstance(e, SpeechPaused)]
+    assert len(pauses) == 1
+    resumed = ep.process(seq(("s", 0.1)))  # the user goes on while the model is running
+    assert [type(e) for e in resumed] == [SpeechResumed]
+    assert ep.verdict(pauses[0].pause_id, True) is None  # late "complete": dropped
+    assert ep.in_speech
+    later = ep.process(seq(("s", 0.5), ("q", 0.3)))
+    assert [type(e) for e in later] == [SpeechPaused]
+    assert ep.verdict(pauses[0].pause_id, True) is None  # still stale for the new pause
+    ended = ep.verdict(later[0].pause_id, True)  # type: ignore[union-attr]
+    assert isinstance(ended, SpeechEnded) and ended.t == pytest.approx(2.4)
+    assert ep.verdict(later[0].pause_id, True) is None  # type: ignore[union-attr]
+
+
+def test_pause_carries_the_utterance_window_for_the_turn_model() -> None:
+    audio = seq(("q", 1.0), ("s", 3.0), ("q", 0.2))
+    ep = Endpointer(VadConfig(), LevelDetector(), 1500)
+    (pause,) = [e for e in ep.process(audio) if isinstance(e, SpeechPaused)]
+    # from the pre-roll (500 ms before the onset at 1.0 s) through the 200 ms of pause
+    np.testing.assert_array_equal(pause.audio, audio[int(0.5 * SR) :])
+    long = seq(("q", 0.5), ("s", 10.0), ("q", 0.2))
+    ep = Endpointer(VadConfig(max_utterance_s=30.0), LevelDetector(), 1500)
+    (pause,) = [e for e in ep.process(long) if isinstance(e, SpeechPaused)]
+    np.testing.assert_array_equal(pause.audio, long[-8 * SR :])  # the model reads 8 s
+
+
+def test_endpointer_without_turn_model_ignores_the_long_limit() -> None:
+    events = run(seq(("q", 0.5), ("s", 1.0), ("q", 2.0)))
+    assert events[-1][0] == pytest.approx(1.9, abs=0.021)  # 400 ms, not 1.5 s
+    with pytest.raises(InvalidVadConfigError):
+        Endpointer(VadConfig(), LevelDetector(), max_silence_ms=200)  # not after the pause
+
+
 @pytest.mark.parametrize(
     "bad",
     [np.zeros(320, dtype=np.float32), np.zeros((320, 2), dtype=np.int16), [0] * 320],
@@ -224,7 +363,8 @@ def test_bad_frames_raise_typed_errors(bad: object) -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [{"aggressiveness": 4}, {"frame_ms": 25}, {"end_silence_ms": 5}, {"engine": "nope"},
-     {"max_utterance_s": 0.0}, {"silero_threshold": 1.5}],
+     {"max_utterance_s": 0.0}, {"silero_threshold": 1.5}, {"pause_ms": 5},
+     {"pause_ms": 400, "end_silence_ms": 400}],
 )
 def test_config_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidVadConfigError):
@@ -263,9 +403,9 @@ def endpoint(audio: np.ndarray, config: VadConfig) -> list[VadEvent]:
 def test_webrtcvad_endpoints_a_synthetic_vowel() -> None:
     q = np.zeros(SR, dtype=np.int16)
     events = endpoint(np.concatenate([q, vowel(1.0), q]), VadConfig())
-    assert [type(e).__name__ for e in events] == ["SpeechStarted", "SpeechEnded"]
+    assert [type(e).__name__ for e in events] == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
     assert events[0].t == pytest.approx(1.0, abs=0.05)
-    assert events[1].t == pytest.approx(2.0, abs=0.05)
+    assert events[2].t == pytest.approx(2.0, abs=0.05)
 
 
 def test_steady_loud_noise_fools_plain_webrtcvad_but_not_the_gate() -> None:
@@ -282,8 +422,8 @@ def test_vowel_in_steady_noise_is_still_endpointed() -> None:
     clean = np.concatenate([q, vowel(1.0), q, q])
     noisy = np.clip(clean.astype(np.int32) + white(clean.shape[0] / SR, -35.0), -32768, 32767)
     events = endpoint(noisy.astype(np.int16), VadConfig())
-    assert [type(e).__name__ for e in events] == ["SpeechStarted", "SpeechEnded"]
-    assert events[1].t == pytest.approx(2.0, abs=0.1)
+    assert [type(e).__name__ for e in events] == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    assert events[2].t == pytest.approx(2.0, abs=0.1)
 
 
 def test_silero_confirmation_rejects_noise_and_silence() -> None:

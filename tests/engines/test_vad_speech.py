@@ -12,18 +12,23 @@ import math
 import numpy as np
 import pytest
 
-from engines.vad import SpeechEnded, SpeechStarted, VadConfig, VadEvent, create_endpointer
+from engines.vad import (
+    SpeechEnded,
+    SpeechStarted,
+    VadConfig,
+    VadEvent,
+    create_endpointer,
+)
 from tests.support.speech import add_noise, synth
+from tests.support.speech import voiced_bounds as voiced_samples
 
 SR = 16000
 TEXT = "Please remind me to call my mother tomorrow morning."
 
 
 def voiced_bounds(pcm: np.ndarray) -> tuple[float, float]:
-    n = pcm.shape[0] // 160 * 160
-    db = 10 * np.log10(np.mean(pcm[:n].astype(np.float64).reshape(-1, 160) ** 2, axis=1) + 1e-9)
-    voiced = np.flatnonzero(db > db.max() - 40)
-    return voiced[0] * 0.01, (voiced[-1] + 1) * 0.01
+    first, last = voiced_samples(pcm)
+    return first / SR, last / SR
 
 
 def clip(engine: str, noise: str | None, snr_db: float = 10.0) -> tuple[np.ndarray, float, float]:
@@ -38,12 +43,12 @@ def clip(engine: str, noise: str | None, snr_db: float = 10.0) -> tuple[np.ndarr
 
 
 def events(audio: np.ndarray, config: VadConfig) -> list[tuple[float, VadEvent]]:
-    """(stream time at the end of the push that returned it, event)."""
+    """(stream time at the end of the push that returned it, event): starts and ends only."""
     ep = create_endpointer(config)
     out = []
     for i in range(0, audio.shape[0], 320):
         event = ep.push(audio[i : i + 320])
-        if event is not None:
+        if isinstance(event, SpeechStarted | SpeechEnded):
             out.append(((i + 320) / SR, event))
     return out
 

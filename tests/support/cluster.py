@@ -109,7 +109,7 @@ async def local_cluster(
     log_dir: Path, workers: int = 2, max_sessions: int = 2, extra_toml: str = ""
 ) -> AsyncIterator[LocalCluster]:
     """Redis, `workers` echo workers and a gateway, all stopped at the end; `extra_toml` is
-    appended to their config file (e.g. a [turn] section)."""
+    appended to their config file (e.g. a [relay] section)."""
     need("redis-server")
     config_path = log_dir / "cluster.toml"
     config_path.write_text(CONFIG.format(max_sessions=max_sessions, heartbeat=HEARTBEAT_S,

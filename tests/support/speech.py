@@ -6,7 +6,12 @@ For tests and benchmarks of every stage that needs spoken input (ASR, VAD, face)
   -> int16 mono PCM at `sample_rate` (resampled with soxr);
 - `synth_with_timings(...)` -> `engines.tts.Speech` with the same PCM and phoneme timings (ms,
   following `engines.tts.phonemes`; times are scaled so the last phoneme ends with the audio);
-- `add_noise(pcm, snr_db, seed=0, kind="white"|"babble", sample_rate=16000)` -> noisy PCM.
+- `add_noise(pcm, snr_db, seed=0, kind="white"|"babble", sample_rate=16000)` -> noisy PCM;
+- `babble(duration_s, dbfs, seed)` -> several espeak-ng talkers at once, no foreground voice;
+  `music(duration_s, seed)` (plucked notes and drum hits) and `clicks(duration_s, seed)`
+  (a train of sharp clicks): sounds without speech that the endpointer still hears;
+- `voiced_bounds(pcm)` -> first and last voiced sample (10 ms frames within 40 dB of the
+  loudest), the truth for where speech starts and ends.
 
 `voice` is a piper `.onnx` path (None = joe) or an espeak-ng voice name such as "en-gb+f3"
 (None = "en-us"); `pitch` (0..100) exists only for espeak. Results are cached under
@@ -133,6 +138,15 @@ def synth(
     return synth_with_timings(text, engine, sample_rate, voice, speed, pitch).pcm
 
 
+def voiced_bounds(pcm: np.ndarray, frame: int = 160) -> tuple[int, int]:
+    """First and last sample of the `frame`-sample frames within 40 dB of the loudest."""
+    n = pcm.shape[0] // frame * frame
+    frames = pcm[:n].astype(np.float64).reshape(-1, frame)
+    db = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-9)
+    voiced = np.flatnonzero(db > db.max() - 40)
+    return int(voiced[0] * frame), int((voiced[-1] + 1) * frame)
+
+
 def _babble(sample_rate: int) -> np.ndarray:
     """Several espeak speakers talking at once (a few seconds, looped by the caller)."""
     tracks = [
@@ -147,6 +161,45 @@ def _babble(sample_rate: int) -> np.ndarray:
         padded[: len(t)] = t
         mix += np.roll(padded, i * n // len(tracks))
     return mix
+
+
+def babble(duration_s: float, dbfs: float = -25.0, seed: int = 0,
+           sample_rate: int = 16000) -> np.ndarray:
+    """`duration_s` of babble (six espeak-ng talkers, looped) at an RMS of `dbfs`; int16."""
+    base = _babble(sample_rate)
+    n = int(duration_s * sample_rate)
+    start = int(np.random.default_rng(seed).integers(0, len(base)))
+    mix = np.tile(base, -(-(start + n) // len(base)))[start : start + n]
+    mix *= 10 ** (dbfs / 20) * 32768 / max(float(np.sqrt(np.mean(mix**2))), 1e-9)
+    return np.clip(np.round(mix), -32768, 32767).astype(np.int16)
+
+
+def music(duration_s: float, seed: int = 0, sample_rate: int = 16000) -> np.ndarray:
+    """Plucked harmonic notes four per second, half with a drum hit; peak -4 dBFS; int16."""
+    rng = np.random.default_rng(seed)
+    n = int(duration_s * sample_rate)
+    out = np.zeros(n + sample_rate)
+    t = np.arange(int(0.4 * sample_rate)) / sample_rate
+    for start in range(0, n, sample_rate // 4):
+        f0 = 220.0 * 2 ** (int(rng.integers(0, 12)) / 12)
+        note = sum(0.6**k * np.sin(2 * np.pi * f0 * (k + 1) * t) for k in range(6))
+        out[start : start + t.shape[0]] += note * np.exp(-6 * t)
+        if rng.random() < 0.5:
+            out[start : start + 800] += rng.standard_normal(800) * np.exp(-np.arange(800) / 100)
+    out = out[:n] / max(float(np.abs(out).max()), 1e-9) * 0.63 * 32767
+    return out.astype(np.int16)
+
+
+def clicks(duration_s: float, seed: int = 0, sample_rate: int = 16000) -> np.ndarray:
+    """5 ms clicks at random intervals of 50-300 ms; int16."""
+    rng = np.random.default_rng(seed)
+    n = int(duration_s * sample_rate)
+    out = np.zeros(n)
+    click = np.exp(-np.arange(80) / 10)
+    for pos in np.cumsum(rng.integers(sample_rate // 20, sample_rate * 3 // 10, size=n // 800)):
+        if pos + 80 < n:
+            out[pos : pos + 80] += rng.standard_normal(80) * click * 20000
+    return np.clip(out, -32768, 32767).astype(np.int16)
 
 
 def add_noise(

@@ -19,7 +19,7 @@ from aioice.turn import create_turn_endpoint
 from aiortc import RTCConfiguration, RTCIceServer, RTCIceTransportPolicy
 
 from rtc_server.cluster.local import Child, start_coturn
-from signaling.turn_credentials import TurnConfig, turn_credentials
+from signaling.turn_credentials import RelayConfig, turn_credentials
 from tests.support.cluster import eventually, need
 from tests.support.peer import LoopbackPeer, PcmMicrophone
 from tests.support.server import SMALL_VIDEO, loopback_config, running_server
@@ -73,7 +73,7 @@ async def test_relay_only_client_gets_audio_and_video_through_coturn(
 ) -> None:
     child, url = coturn
     config = dataclasses.replace(
-        loopback_config(SMALL_VIDEO), turn=TurnConfig(urls=(url,), secret=SECRET)
+        loopback_config(SMALL_VIDEO), relay=RelayConfig(urls=(url,), secret=SECRET)
     )
     speech = synth("Hello there, this goes through the relay.", engine="piper")
     async with running_server(config) as (_, base), aiohttp.ClientSession() as http:

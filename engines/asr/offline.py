@@ -1,0 +1,165 @@
+"""Offline hearing: endpointer, turn model and one ASR stream per utterance over a recording.
+
+`listen(audio, asr, ...)` runs synchronously, in audio time, what `rtc_server/hearing.py` runs
+live: 20 ms frames through the endpointer; frames of an utterance into its `AsrStream`
+(not the silence after a `SpeechPaused`);
+`pause()` and the turn model at each `SpeechPaused`, the verdict back into the endpointer
+(`engines.turn.policy`); `finish()` at `SpeechEnded`. Here the model and the pause decode
+take no audio time: the verdict lands on the frame of the pause. Live, the endpoint comes
+later by the model call (~26 ms) or, with the text check, by the pause decode.
+
+Used by the CLI (`python -m engines.asr`), `bench/asr.py` and the tests, so all three measure
+the same logic. An utterance still open when the audio ends is finished there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engines.asr.base import AsrStream, StreamingASR
+from engines.turn.base import TurnModel
+from engines.turn.config import TurnConfig
+from engines.turn.policy import is_complete, needs_text
+from engines.vad import (
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    VadConfig,
+    VadEvent,
+    create_endpointer,
+)
+
+SAMPLE_RATE = 16000
+FRAME = SAMPLE_RATE * 20 // 1000
+
+
+@dataclass
+class PauseCheck:
+    t: float  # stream time (s) the pause was reported
+    voice_end: float  # stream time (s) the voice stopped
+    text: str  # the stream's text at the pause
+    end_probability: float | None  # the ASR's for the text's final . ? ! (None: no such score)
+    probability: float | None  # the turn model's, None without one
+    complete: bool  # the verdict
+
+
+@dataclass
+class HeardUtterance:
+    onset: float  # stream time (s) of the onset
+    started_at: float  # stream time (s) SpeechStarted was emitted
+    voice_end: float = float("nan")  # stream time (s) the voice stopped (SpeechEnded.t)
+    ended_at: float = float("nan")  # stream time (s) the endpoint fired
+    reason: str = "open"  # SpeechEnded.reason, or "open" if the audio ended first
+    text: str = ""
+    partials: list[tuple[float, str]] = field(default_factory=list)  # (stream time, text)
+    pauses: list[PauseCheck] = field(default_factory=list)
+    compute_s: float = 0.0  # wall time in the stream's calls (feed, pause, finish)
+    partial_compute_s: float = 0.0  # wall time in the feed calls (the partials' decodes)
+
+
+class _Listener:
+    def __init__(
+        self, asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
+        turn_model: TurnModel | None, on_event: Callable[[float, VadEvent], None] | None,
+    ) -> None:
+        self._asr = asr
+        self._turn = turn
+        self._model = turn_model
+        self._endpointer = create_endpointer(
+            vad, max_silence_ms=turn.max_silence_ms if turn_model is not None else None
+        )
+        self._on_event = on_event
+        self._stream: AsrStream | None = None
+        self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
+        self.utterances: list[HeardUtterance] = []
+
+    def push(self, frame: np.ndarray) -> None:
+        event = self._endpointer.push(frame)
+        if event is not None:
+            self._handle(event, frame)
+        elif self._stream is not None:
+            self._feed(frame)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            start = time.perf_counter()
+            self.utterances[-1].text = self._stream.finish().strip()
+            self.utterances[-1].compute_s += time.perf_counter() - start
+            self._stream = None
+
+    def _handle(self, event: VadEvent, frame: np.ndarray) -> None:
+        now = self._endpointer.time
+        if self._on_event is not None:
+            self._on_event(now, event)
+        if isinstance(event, SpeechStarted):
+            self.close()
+            self._stream, self._paused = self._asr.open(), False
+            self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
+            self._feed(event.audio)
+        elif isinstance(event, SpeechEnded):
+            utterance = self.utterances[-1]
+            utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
+            self.close()
+        elif isinstance(event, SpeechResumed):
+            self._paused = False
+            self._feed(event.audio)  # the resumed speech from its onset
+        elif isinstance(event, SpeechPaused):
+            self._feed(frame)
+            self._paused = True
+            self._pause(event, now)
+
+    def _feed(self, pcm: np.ndarray) -> None:
+        assert self._stream is not None
+        if self._paused:
+            return
+        start = time.perf_counter()
+        partial = self._stream.feed(pcm)
+        took = time.perf_counter() - start
+        utterance = self.utterances[-1]
+        utterance.compute_s += took
+        utterance.partial_compute_s += took
+        if partial is not None:
+            utterance.partials.append((self._endpointer.time, partial))
+
+    def _pause(self, event: SpeechPaused, now: float) -> None:
+        assert self._stream is not None
+        start = time.perf_counter()
+        paused = self._stream.pause()
+        self.utterances[-1].compute_s += time.perf_counter() - start
+        probability, complete = None, False
+        if self._model is not None:
+            probability = self._model.complete_probability(event.audio)
+            known = paused if needs_text(probability, self._turn) else None
+            complete = is_complete(probability, known, self._turn)
+        self.utterances[-1].pauses.append(PauseCheck(
+            now, event.t, paused.text.strip(), paused.end_probability, probability, complete
+        ))
+        ended = self._endpointer.verdict(event.pause_id, complete)
+        if ended is not None:
+            self._handle(ended, np.zeros(0, np.int16))
+
+
+def listen(
+    audio: np.ndarray,
+    asr: StreamingASR,
+    *,
+    vad: VadConfig | None = None,
+    turn: TurnConfig | None = None,
+    turn_model: TurnModel | None = None,
+    on_event: Callable[[float, VadEvent], None] | None = None,
+) -> list[HeardUtterance]:
+    """Every utterance in `audio` (16 kHz mono int16), with its text, pauses and timings.
+
+    `on_event(stream_time, event)` sees each endpointer event as it happens (the CLI prints
+    them). Without `turn_model` the end is the fixed hangover (`vad.end_silence_ms`).
+    """
+    listener = _Listener(asr, vad or VadConfig(), turn or TurnConfig(), turn_model, on_event)
+    for i in range(0, audio.shape[0] - FRAME + 1, FRAME):
+        listener.push(audio[i : i + FRAME])
+    listener.close()
+    return listener.utterances

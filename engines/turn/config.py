@@ -1,0 +1,38 @@
+"""Options of semantic end-of-turn detection (`[turn]` in the server's TOML).
+
+Defaults are the embedded offline default: Smart Turn v3.2 (the ONNX file shipped in the
+`pipecat-ai` wheel), asked at every pause the endpointer reports (`[vad] pause_ms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engines.turn.errors import InvalidTurnConfigError
+
+MODELS = ("smart-turn-v3.2", "none")
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    model: str = "smart-turn-v3.2"  # "smart-turn-v3.2" or "none" (fixed hangover, [vad])
+    model_path: str | None = None  # another Smart Turn v3 ONNX file; None = pipecat's bundled
+    threshold: float = 0.5  # complete when the model's probability is above this ...
+    text_check: bool = True  # ... and the pause's transcript ends a sentence (policy.py) ...
+    sentence_end_threshold: float = 0.85  # ... with at least this ASR probability for its . ? !
+    max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
+    threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise InvalidTurnConfigError(f"unknown turn model {self.model!r}; one of {MODELS}")
+        if not (0.0 < self.threshold < 1.0 and 0.0 <= self.sentence_end_threshold < 1.0):
+            raise InvalidTurnConfigError("threshold in (0, 1), sentence_end_threshold in [0, 1)")
+        if not 100 <= self.max_silence_ms <= 10_000:
+            raise InvalidTurnConfigError("max_silence_ms must be within 100..10000")
+        if self.threads < 1:
+            raise InvalidTurnConfigError("threads must be >= 1")
+
+    @property
+    def enabled(self) -> bool:
+        return self.model != "none"

@@ -1,0 +1,159 @@
+"""Smart Turn v3.2 (the real ONNX model from the pipecat-ai wheel) and the verdict policy.
+
+Model outputs on generated speech vary a little between TTS runs (espeak-ng is not bit-exact),
+so speech assertions are counts with margin: measured 18/20 piper complete questions above
+0.5 (the limit here is 14/20) and 5/5 espeak-ng Mandarin questions (limit 4/5).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from engines.asr.base import PauseText
+from engines.turn import TurnConfig, load_turn_model
+from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
+from engines.turn.policy import is_complete, needs_text, reads_finished
+from engines.turn.smart_turn import SmartTurnModel
+from tests.support.pauses import COMPLETE_QUESTIONS
+from tests.support.speech import synth, voiced_bounds
+
+SR = 16000
+ZH_QUESTIONS = ("今天天气怎么样？", "请问火车站在哪里？", "我想把钱转到我妹妹的账户。",
+                "你叫什么名字？", "这个多少钱？")
+
+
+@pytest.fixture(scope="module")
+def model() -> SmartTurnModel:
+    loaded = load_turn_model(TurnConfig())
+    assert isinstance(loaded, SmartTurnModel)
+    return loaded
+
+
+def question(text: str, engine: str = "piper", voice: str | None = None) -> np.ndarray:
+    """0.5 s lead, the voiced speech, 200 ms of pause: what the endpointer hands over."""
+    pcm = synth(text, engine, voice=voice)  # type: ignore[arg-type]
+    first, last = voiced_bounds(pcm)
+    return np.concatenate([np.zeros(SR // 2, np.int16), pcm[first:last],
+                           np.zeros(SR // 5, np.int16)])
+
+
+def test_loaded_once_per_process_and_off_means_none(model: SmartTurnModel) -> None:
+    assert load_turn_model(TurnConfig()) is model
+    assert load_turn_model(TurnConfig(model="none")) is None
+
+
+def test_window_is_the_last_8_s_zero_padded_in_front(model: SmartTurnModel) -> None:
+    speech = question(COMPLETE_QUESTIONS[0])
+    long = np.concatenate([synth(COMPLETE_QUESTIONS[1]), np.zeros(8 * SR, np.int16), speech])
+    assert model.complete_probability(long) == pytest.approx(
+        model.complete_probability(long[-8 * SR :]), abs=1e-6
+    )
+    padded = np.concatenate([np.zeros(3 * SR, np.int16), speech])  # leading silence = padding
+    assert model.complete_probability(padded) == pytest.approx(
+        model.complete_probability(speech), abs=1e-6
+    )
+    for empty in (np.zeros(0, np.int16), np.zeros(SR, np.int16)):
+        assert 0.0 <= model.complete_probability(empty) <= 1.0
+
+
+def test_bad_input_raises_a_typed_error(model: SmartTurnModel) -> None:
+    with pytest.raises(InvalidInputError):
+        model.complete_probability(np.zeros(SR, np.float32))
+
+
+def test_shared_model_is_thread_safe(model: SmartTurnModel) -> None:
+    clips = [question(q) for q in COMPLETE_QUESTIONS[:4]]
+    alone = [model.complete_probability(c) for c in clips]
+    together: dict[int, float] = {}
+
+    def run(k: int) -> None:
+        together[k] = model.complete_probability(clips[k])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(clips))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [together[k] for k in range(len(clips))] == pytest.approx(alone, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_complete_questions_are_mostly_called_complete(model: SmartTurnModel) -> None:
+    probabilities = [model.complete_probability(question(q)) for q in COMPLETE_QUESTIONS]
+    assert sum(p > 0.5 for p in probabilities) >= 14, probabilities
+
+
+@pytest.mark.slow
+def test_mandarin_questions_are_called_complete(model: SmartTurnModel) -> None:
+    """espeak-ng `cmn` is robotic (Whisper reads it badly) but its prosody ends questions."""
+    probabilities = [model.complete_probability(question(q, "espeak", "cmn"))
+                     for q in ZH_QUESTIONS]
+    assert sum(p > 0.5 for p in probabilities) >= 4, probabilities
+
+
+def test_model_files_are_used_without_importing_pipecat() -> None:
+    """Importing `pipecat` replaces asyncio.wait_for process-wide (Python < 3.12) and logs a
+    banner; the model and its feature extractor are loaded from their files instead."""
+    code = (
+        "import asyncio, sys, numpy as np\n"
+        "before = asyncio.wait_for\n"
+        "from engines.turn import load_turn_model\n"
+        "load_turn_model().complete_probability(np.zeros(16000, np.int16))\n"
+        "assert 'pipecat' not in sys.modules and asyncio.wait_for is before\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# --- the verdict policy ------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("text", "finished"),
+    [
+        ("What is the capital of France?", True),
+        ("Turn on the lights, please.", True),
+        ("What is this for?", True),  # a stranded preposition ends many questions
+        ("", False),  # words dropped (or noise): wait, the long limit costs nothing here
+        ("I'd like to", False),
+        ("My card was...", False),
+        ("How long does it take to?", False),
+        ("Tell me about the.", False),
+        ("I was wondering if", False),
+        ("Could you look at the report, and", False),
+        ("这个多少钱？", True),
+        ("这个多少钱?", True),
+        ("我想把钱", False),
+        ("我想去看我的。", False),
+    ],
+)
+def test_reads_finished(text: str, finished: bool) -> None:
+    assert reads_finished(text) is finished
+
+
+def test_verdict_needs_both_signals_unless_the_text_check_is_off() -> None:
+    on, off = TurnConfig(), TurnConfig(text_check=False)
+    station = PauseText("Where is the station?", 0.95)
+    assert not needs_text(0.3, on) and not is_complete(0.3, None, on)
+    assert needs_text(0.9, on) and not is_complete(0.9, None, on)
+    assert is_complete(0.9, station, on)
+    assert not is_complete(0.9, PauseText("Where is the", 0.0), on)
+    # Whisper completed a cut-off sentence itself, and was unsure of its full stop
+    assert not is_complete(0.9, PauseText("I need it.", 0.56), on)
+    assert is_complete(0.9, PauseText("I need it.", None), on)  # an engine without the score
+    assert not is_complete(0.9, PauseText("", None), on)
+    assert not needs_text(0.9, off) and is_complete(0.9, None, off)
+    assert not is_complete(0.4, station, off)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"model": "smart-turn-v9"}, {"threshold": 1.0}, {"max_silence_ms": 50}, {"threads": 0},
+     {"sentence_end_threshold": 1.0}],
+)
+def test_config_is_validated(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidTurnConfigError):
+        TurnConfig(**kwargs)  # type: ignore[arg-type]

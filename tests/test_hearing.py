@@ -1,0 +1,299 @@
+"""The server's hearing with fake engines: the turn model off the loop, its verdict fed back,
+stale verdicts dropped, the long limit without a verdict, and the ASR stream driven by the
+endpointer (feed, pause, finish; no silence fed after a pause).
+
+A level detector stands in for webrtcvad (a frame is speech when it is not all zeros), so the
+audio states exactly where the user speaks; frames are pushed faster than real time, and a
+test waits only where the verdict has to come back from the turn executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+import pytest
+
+import rtc_server.hearing as hearing_module
+from engines.asr.base import PauseText
+from engines.turn import TurnConfig
+from engines.vad import Endpointer, VadConfig
+from media.clock import MediaClock
+from rtc_server.engine_set import Pools
+from rtc_server.hearing import Hearing, Utterance
+from rtc_server.tasks import TaskSet
+
+SR = 16000
+FRAME = 320
+
+
+class LevelDetector:
+    def is_speech(self, frame: np.ndarray) -> bool:
+        return bool(np.any(frame))
+
+
+class FakeStream:
+    def __init__(self, texts: list[str]) -> None:
+        self.ops: list[tuple[str, int]] = []  # (call, samples fed with it)
+        self._texts = texts
+
+    def feed(self, pcm: np.ndarray) -> str | None:
+        self.ops.append(("feed", pcm.shape[0]))
+        return None
+
+    def pause(self) -> PauseText:
+        self.ops.append(("pause", 0))
+        text = self._texts[min(self.pauses - 1, len(self._texts) - 1)]
+        return PauseText(text, 0.95 if text.endswith((".", "?")) else 0.0)
+
+    def finish(self) -> str:
+        self.ops.append(("finish", 0))
+        return self._texts[-1]
+
+    @property
+    def pauses(self) -> int:
+        return sum(op == "pause" for op, _ in self.ops)
+
+    def fed_after_last_pause(self) -> int:
+        last = max(i for i, (op, _) in enumerate(self.ops) if op == "pause")
+        return sum(n for op, n in self.ops[last:] if op == "feed")
+
+
+class FakeASR:
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.streams: list[FakeStream] = []
+
+    def open(self) -> FakeStream:
+        self.streams.append(FakeStream(self.texts))
+        return self.streams[-1]
+
+
+class FakeTurnModel:
+    """Scripted probabilities; `hold` blocks the call (a slow model) until released."""
+
+    def __init__(self, probabilities: list[float], hold: bool = False) -> None:
+        self._probabilities = probabilities
+        self.calls = 0
+        self.answered = 0
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
+        self.fail = False
+
+    def complete_probability(self, pcm16k: np.ndarray) -> float:
+        self.calls += 1
+        assert pcm16k.size > 0  # the endpointer hands over the utterance window
+        self.release.wait(5)
+        self.answered += 1
+        if self.fail:
+            raise RuntimeError("turn model exploded")
+        return self._probabilities[min(self.calls - 1, len(self._probabilities) - 1)]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.finals: list[Utterance] = []
+        self.final = asyncio.Event()
+
+    def on_speech_start(self, utterance_id: int) -> None:
+        self.calls.append(("start", utterance_id))
+
+    def on_voice(self, utterance_id: int, voiced_ms: float) -> None: ...
+
+    def on_partial(self, utterance_id: int, text: str) -> None: ...
+
+    def on_pause(self, utterance_id: int, text: str) -> None:
+        self.calls.append(("pause", text))
+
+    def on_resume(self, utterance_id: int) -> None:
+        self.calls.append(("resume", utterance_id))
+
+    def on_final(self, utterance: Utterance) -> None:
+        self.calls.append(("final", utterance.text))
+        self.finals.append(utterance)
+        self.final.set()
+
+
+class Rig:
+    def __init__(self, asr: FakeASR, model: FakeTurnModel | None, turn: TurnConfig) -> None:
+        self.asr, self.model = asr, model
+        self.clock = MediaClock()
+        self.clock.start()
+        self.pools, self.tasks = Pools(), TaskSet("test")
+        self.listener = Recorder()
+        self.errors: list[str] = []
+        self.hearing = Hearing(
+            asr=asr, vad=VadConfig(), turn=turn, turn_model=model, clock=self.clock,
+            pools=self.pools, tasks=self.tasks, listener=self.listener,
+            on_error=lambda kind, exc: self.errors.append(kind),
+        )
+
+    def say(self, seconds: float) -> None:
+        self._push((np.arange(int(seconds * SR)) % 1000 + 1).astype(np.int16))
+
+    def quiet(self, seconds: float) -> None:
+        self._push(np.zeros(int(seconds * SR), np.int16))
+
+    def _push(self, audio: np.ndarray) -> None:
+        for i in range(0, audio.shape[0], FRAME):
+            self.hearing.push(audio[i : i + FRAME])
+
+    async def close(self) -> None:
+        await self.tasks.cancel_all()
+        self.pools.shutdown()
+
+
+async def until(predicate: Callable[[], bool], within_s: float = 3.0) -> None:
+    async with asyncio.timeout(within_s):
+        while not predicate():  # noqa: ASYNC110 - observing worker threads from the test
+            await asyncio.sleep(0.005)
+
+
+@pytest.fixture(autouse=True)
+def level_detector(monkeypatch: pytest.MonkeyPatch) -> None:
+    def endpointer(config: VadConfig, max_silence_ms: int | None = None) -> Endpointer:
+        return Endpointer(config, LevelDetector(), max_silence_ms)
+
+    monkeypatch.setattr(hearing_module, "create_endpointer", endpointer)
+
+
+@pytest.fixture
+async def rigs() -> AsyncIterator[list[Rig]]:
+    made: list[Rig] = []
+    yield made
+    for rig in made:
+        await rig.close()
+
+
+def rig(rigs: list[Rig], texts: list[str], model: FakeTurnModel | None,
+        turn: TurnConfig | None = None) -> Rig:
+    rigs.append(Rig(FakeASR(texts), model, turn or TurnConfig()))
+    return rigs[-1]
+
+
+async def settle(r: Rig) -> None:
+    """Let the verdict for the latest pause come back to the loop (model and lane both)."""
+    model = r.model
+    assert model is not None
+    await until(lambda: model.calls > 0 and model.answered == model.calls
+                and bool(r.asr.streams) and r.asr.streams[-1].pauses >= model.calls)
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_complete_ends_the_turn_at_the_short_pause(rigs: list[Rig]) -> None:
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)  # the pause: the model and the pause decode start
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    (final,) = r.listener.finals
+    assert final.reason == "complete" and not final.forced and final.text == "What time is it?"
+    assert r.listener.calls == [("start", 1), ("pause", "What time is it?"),
+                                ("final", "What time is it?")]
+    assert r.asr.streams[0].ops[-2:] == [("pause", 0), ("finish", 0)]  # the final reused it
+
+
+async def test_incomplete_keeps_listening_until_the_long_limit(rigs: list[Rig]) -> None:
+    r = rig(rigs, ["I'd like to"], FakeTurnModel([0.2]))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle(r)
+    r.quiet(1.0)
+    assert not r.listener.finals  # 1.2 s of silence: still the user's turn
+    r.quiet(0.3)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "silence"
+
+
+async def test_complete_sound_with_unfinished_words_keeps_listening(rigs: list[Rig]) -> None:
+    """The model alone called 80% of mid-sentence pauses complete on our test voices; the
+    pause text ("I'd like to") vetoes it."""
+    r = rig(rigs, ["I'd like to", "I'd like to transfer some money."], FakeTurnModel([0.95]))
+    r.quiet(0.3)
+    r.say(0.8)
+    r.quiet(0.2)
+    await settle(r)
+    r.quiet(0.5)
+    r.say(1.0)  # "... transfer some money."
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert [u.text for u in r.listener.finals] == ["I'd like to transfer some money."]
+    assert r.listener.finals[0].reason == "complete"
+    assert ("resume", 1) in r.listener.calls
+
+
+async def test_verdict_arriving_after_speech_resumed_is_dropped(rigs: list[Rig]) -> None:
+    model = FakeTurnModel([0.95, 0.95], hold=True)
+    r = rig(rigs, ["Could you tell me?", "Could you tell me the way?"], model,
+            TurnConfig(text_check=False))
+    r.quiet(0.3)
+    r.say(0.8)
+    r.quiet(0.2)  # pause 1: the model is slow
+    await until(lambda: model.calls == 1)
+    r.say(0.6)  # the user goes on before the verdict
+    model.release.set()
+    await until(lambda: model.answered == 1)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not r.listener.finals  # the late "complete" for pause 1 ended nothing
+    r.quiet(0.2)  # pause 2
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    (final,) = r.listener.finals
+    assert final.reason == "complete" and final.text == "Could you tell me the way?"
+    assert model.calls == 2
+
+
+async def test_failing_turn_model_falls_back_to_the_long_limit(rigs: list[Rig]) -> None:
+    model = FakeTurnModel([0.9])
+    model.fail = True
+    r = rig(rigs, ["Hello."], model)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await until(lambda: model.answered == 1 and bool(r.errors))
+    r.quiet(1.4)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.errors == ["turn_model_failed"] and r.listener.finals[0].reason == "silence"
+
+
+async def test_without_a_turn_model_the_hangover_ends_the_turn(rigs: list[Rig]) -> None:
+    r = rig(rigs, ["Hello there."], None, TurnConfig(model="none"))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.38)
+    await until(lambda: r.asr.streams and r.asr.streams[0].pauses == 1)
+    await until(lambda: ("pause", "Hello there.") in r.listener.calls)
+    assert not r.listener.finals
+    r.quiet(0.04)  # 400 ms of silence
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "silence"
+
+
+async def test_silence_after_a_pause_is_not_fed_and_speech_after_it_is(
+    rigs: list[Rig],
+) -> None:
+    r = rig(rigs, ["one", "one two"], FakeTurnModel([0.1]))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.6)
+    await settle(r)
+    stream = r.asr.streams[0]
+
+    def fed() -> int:
+        return sum(n for op, n in stream.ops if op == "feed")
+
+    assert stream.fed_after_last_pause() == 0  # the pause's silence stays out of the ASR
+    assert fed() == int((0.3 + 1.0 + 0.2) * SR)  # up to the pause, not the 400 ms after it
+    r.say(0.5)
+    # speech again: fed from its onset (with 40 ms of the pause before it), nothing lost
+    await until(lambda: fed() == int((0.3 + 1.0 + 0.2 + 0.04 + 0.5) * SR))
+    r.quiet(1.6)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    # the long limit ended it; the final is the second pause's decode (nothing fed since)
+    assert stream.ops[-2:] == [("pause", 0), ("finish", 0)]
