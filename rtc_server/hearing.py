@@ -273,6 +273,13 @@ class Hearing:
             except Exception as exc:  # contain ASR failures to this utterance
                 stream = None
                 self._on_error("asr_failed", exc)
+                if kind == "finish" and isinstance(arg, _End):
+                    # The utterance still ends, unheard: a listener waiting on it (an answer
+                    # paused by this speech) must not wait for ever.
+                    self._listener.on_final(Utterance(
+                        utterance, "", arg.speech_end, arg.voice_end,
+                        forced=arg.reason == "max_length", reason=arg.reason,
+                    ))
 
     def _merge_feeds(self, first: object) -> np.ndarray:
         """Join queued feeds of the same utterance, so a lane that fell behind catches up."""

@@ -297,3 +297,21 @@ async def test_silence_after_a_pause_is_not_fed_and_speech_after_it_is(
     await asyncio.wait_for(r.listener.final.wait(), 3)
     # the long limit ended it; the final is the second pause's decode (nothing fed since)
     assert stream.ops[-2:] == [("pause", 0), ("finish", 0)]
+
+
+async def test_a_failing_asr_still_ends_the_utterance_unheard(rigs: list[Rig]) -> None:
+    """An answer paused by this speech waits for its final: an ASR that throws must still
+    deliver one (empty), and the error is reported."""
+    r = rig(rigs, ["Hello."], None, TurnConfig(model="none"))
+
+    def boom() -> str:
+        raise RuntimeError("decoder died")
+
+    r.say(0.6)
+    r.quiet(0.05)
+    await until(lambda: bool(r.asr.streams))
+    r.asr.streams[0].finish = boom  # type: ignore[method-assign]
+    r.quiet(0.6)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert [u.text for u in r.listener.finals] == [""]
+    assert r.errors == ["asr_failed"]
