@@ -24,3 +24,18 @@ def agent_engines() -> Iterator[Engines]:
     engines = load_engines(agent_config())
     yield engines
     engines.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line: what was skipped and why (a skip is a check that did not run)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        parts = "; ".join(f"{n} x {reason}" for reason, n in sorted(reasons.items()))
+        terminalreporter.write_line(f"skipped {sum(reasons.values())}: {parts}")
+    else:
+        terminalreporter.write_line("skipped 0")
