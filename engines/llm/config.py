@@ -26,7 +26,9 @@ class LLMConfig:
     # default: llama.cpp's threads wait for each other at every layer, and on 2 busy cores
     # (video, TTS) two threads fell to ~1 token/s while one kept ~20 (bench/RESULTS.md).
     threads: int = 1
-    batch_threads: int = 0  # "llama-cpp": threads for prompt evaluation; 0 = as `threads`
+    # "llama-cpp": threads for prompt evaluation, a short burst per turn (2 halved the first
+    # token on 2 cores; bench/RESULTS.md); 0 = as `threads`.
+    batch_threads: int = 2
     context_tokens: int = 4096  # "llama-cpp": KV cache size (prompt + answer)
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
     system_prompt: str | None = None  # replaces the persona's prompt when set
