@@ -11,10 +11,12 @@ the audio track actually played).
 - Barge-in: `barge_in_min_ms` of user speech while the agent speaks pauses it at once (the
   voice stops within a frame, the mouth closes). The interrupting utterance is heard whole,
   from its onset with the endpointer's pre-roll, whatever the agent was doing. If it turns out
-  to be a false interruption (a cough, a click, "mm-hm": no words, or only backchannel words)
-  the answer resumes from the start of the word it was cut in; otherwise (words heard, or it
-  goes on longer than `false_interruption_max_ms`) the turn is interrupted and the new words
-  get their answer. `resume_false_interruption = false` interrupts at once instead.
+  to be a false interruption (no words; only backchannels such as "mm-hm" or "yeah"; or a
+  sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or two, as it
+  does with coughs and hums, unless a word means stop) the answer resumes from the start of
+  the word it was cut in; otherwise (more than two words heard, a stop word, or speech longer
+  than `false_interruption_max_ms`) the turn is interrupted and the new words get their
+  answer. `resume_false_interruption = false` interrupts at once instead.
 - A new final transcript while a turn is still thinking replaces that turn (texts joined).
 """
 
@@ -63,6 +65,28 @@ def is_backchannel(text: str) -> bool:
     return phrase in BACKCHANNEL or all(w in BACKCHANNEL for w in words)
 
 
+# Words that mean "stop" even in a short utterance.
+INTERRUPT_WORDS = frozenset({
+    "stop", "wait", "no", "hold", "pause", "sorry", "excuse", "hey", "but", "actually", "nope",
+    "停", "等", "不",
+})
+
+
+def is_false_interruption(text: str, voiced_s: float, short_s: float) -> bool:
+    """No words, only backchannels, or a short sound with at most two words (Whisper writes
+    a cough or a hum as a word or two), unless one of them means stop."""
+    words = _words(text)
+    if is_backchannel(text):
+        return True
+    return voiced_s <= short_s and len(words) <= 2 and not (set(words) & INTERRUPT_WORDS)
+
+
+def is_real_interruption(text: str) -> bool:
+    """Words enough to know already, before the utterance ends: more than two, or a stop."""
+    words = _words(text)
+    return len(words) > 2 or bool(set(words) & INTERRUPT_WORDS)
+
+
 def _same_words(a: str, b: str) -> bool:
     return _words(a) == _words(b)
 
@@ -73,6 +97,7 @@ class _BargeIn:
 
     utterance_id: int
     turn: Turn
+    onset: float  # clock time the user's speech began
 
 
 class AgentBehaviour:
@@ -132,7 +157,8 @@ class AgentBehaviour:
         metrics.barge_in_ms.observe(voiced_ms)
         turn.barge_in_ms = round(voiced_ms, 1)
         self._session.log.info("barge-in after %.0f ms of user speech", voiced_ms)
-        self._barge = _BargeIn(utterance_id, turn)
+        now = self._session.clock.time()
+        self._barge = _BargeIn(utterance_id, turn, onset=now - voiced_ms / 1000)
         if self._config.resume_false_interruption:
             turn.pause()
         else:
@@ -141,15 +167,15 @@ class AgentBehaviour:
     def on_partial(self, utterance_id: int, text: str) -> None:
         self._session.emit(Transcript(turn_id=self._turn_id(utterance_id), text=text, final=False))
         barge = self._barge
-        if barge is not None and barge.utterance_id == utterance_id and not is_backchannel(text):
+        if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
             self._real_interruption(f"heard {text!r}")
 
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
         barge = self._barge
         if barge is not None and barge.utterance_id == utterance_id:
-            if is_backchannel(text):
-                return
+            if not is_real_interruption(text):
+                return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
         if not (self._config.start_early and text) or self._turn is not None:
             return
@@ -170,7 +196,11 @@ class AgentBehaviour:
         barge = self._barge
         if barge is not None and barge.utterance_id == utterance.id:
             self._barge = None
-            if is_backchannel(utterance.text) and barge.turn is self._turn:
+            voiced_s = utterance.voice_end - barge.onset
+            short_s = self._config.false_interruption_short_ms / 1000
+            if is_false_interruption(utterance.text, voiced_s, short_s) and (
+                barge.turn is self._turn
+            ):
                 session.log.info("false interruption (%r): resuming", utterance.text)
                 session.metrics.false_interruptions.inc()
                 barge.turn.resume()

@@ -110,13 +110,16 @@ class AgentConfig:
     # Spoken on connect, before the user says anything ("" = no greeting).
     greeting: str = "Hi, I'm Ava. What would you like to talk about?"
     # User speech this long while the agent speaks pauses it (barge-in).
-    barge_in_min_ms: int = 180
+    barge_in_min_ms: int = 150
     # After a barge-in, an utterance with no words or only backchannel words ("mm-hm",
     # "yeah", a cough) resumes the answer from the word it was cut in; false: every barge-in
     # ends the answer.
     resume_false_interruption: bool = True
     # A barge-in utterance that goes on this long is a real interruption, words or not.
     false_interruption_max_ms: int = 1200
+    # A barge-in shorter than this with at most two words (none of them "stop", "wait", ...)
+    # is a false interruption too: Whisper writes coughs and hums as a word or two.
+    false_interruption_short_ms: int = 700
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
     # The first spoken chunk ends at the first clause boundary, or is cut at a space past

@@ -23,7 +23,12 @@ from engines.llm.base import ChatMessage
 from engines.tts.base import PhonemeTiming, Speech
 from media.clock import FakeTimer
 from media.tracks import ClockedAudioTrack
-from rtc_server.agent import AgentBehaviour, is_backchannel
+from rtc_server.agent import (
+    AgentBehaviour,
+    is_backchannel,
+    is_false_interruption,
+    is_real_interruption,
+)
 from rtc_server.config import AgentConfig, Config
 from rtc_server.engine_set import Engines, Pools
 from rtc_server.hearing import Utterance
@@ -284,7 +289,7 @@ async def test_barge_in_stops_the_voice_and_the_new_question_is_answered(h: Harn
     before = len(h.heard)
     await h.listen(0.3)
     assert all(np.abs(f).max() == 0 for f in h.heard[before:])  # silence after the cut
-    h.agent.on_partial(2, "what time is")  # words: a real interruption
+    h.agent.on_partial(2, "what time is")  # three words: a real interruption
     await h.settle()
     assert turn.is_done and turn.interrupted
     heard = h.agent.history[-1].content
@@ -389,8 +394,34 @@ async def test_interrupt_returns_once_every_task_of_the_turn_has_stopped(h: Harn
     assert h.session.playout.busy_until() <= h.session.clock.time() + 1e-6
 
 
-def test_backchannels() -> None:
+def test_backchannels_and_false_interruptions() -> None:
     for text in ["", "Mm-hm.", "yeah", "Uh huh", "OK.", "嗯", "Thank you."]:
         assert is_backchannel(text), text
     for text in ["Stop.", "What time is it?", "yeah but why", "no"]:
         assert not is_backchannel(text), text
+    # Whisper's words for a short hum or cough are not a question ...
+    assert is_false_interruption("Emma Chen.", voiced_s=0.5, short_s=0.7)
+    # ... but a short "stop" is, and so is anything long.
+    assert not is_false_interruption("Stop it.", voiced_s=0.4, short_s=0.7)
+    assert not is_false_interruption("Emma Chen.", voiced_s=1.0, short_s=0.7)
+    assert is_real_interruption("wait") and is_real_interruption("what time is")
+    assert not is_real_interruption("Emma Chen")
+
+
+async def test_a_short_sound_heard_as_two_words_resumes_but_stop_ends(h: Harness) -> None:
+    await h.ask(1, "Tell me.")
+    await h.listen(0.4)
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, voiced_ms=200)
+    h.agent.on_partial(2, "Emma")  # not enough to decide
+    assert turn.phase == "paused"
+    h.agent.on_final(h.utterance(2, "Emma Chen."))  # 0.2 s of voice + the pause: short
+    assert turn.phase == "speaking"
+    await h.listen(0.3)
+    h.agent.on_speech_start(3)
+    h.agent.on_voice(3, voiced_ms=200)
+    h.agent.on_partial(3, "stop")
+    await h.settle()
+    assert turn.interrupted
