@@ -3,8 +3,9 @@
 The server runs as its own process; a loopback aiortc peer asks a question that gets a long
 answer, and 1.2 s after the answer's voice arrives it talks over it:
 - real interruptions: a second question in one of several voices (piper, espeak-ng en-us and
-  en-us+m3, piper at 0.85 speed). Measured at the client: how long after the interrupting speech began
-  the agent's audio stopped arriving, the interrupting question's final transcript (WER),
+  en-us+m3, piper at 0.85 speed). Measured at the client: how long after the interrupting
+  speech began the agent's audio stopped arriving, the interrupting question's final
+  transcript (WER),
   and whether the reply answers it (a keyword of the right answer);
 - false interruptions: a cough (shaped noise bursts), clicks, a hummed "mm-hm" (two voiced
   nasal syllables: the TTS voices spell "Mm-hm" out as letters) and spoken backchannels
