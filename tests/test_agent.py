@@ -175,3 +175,20 @@ async def test_two_sessions_never_hear_each_other(agent_engines: Engines) -> Non
         assert not kinds & {"transcript", "agent_text", "timings"}
         await asker.close()
         await quiet.close()
+
+
+async def test_a_peer_that_sends_no_audio_gets_the_greeting_and_stays(
+    agent_engines: Engines,
+) -> None:
+    """No microphone at all: the session still greets, then listens, and stays open."""
+    config = agent_config(greeting="Hello there, I am listening.")
+    async with running_server(config, agent_engines) as (server, url):
+        peer = LoopbackPeer(url, send_audio=False)
+        await peer.connect()
+        await peer.wait_event(turn_done(1), 40)
+        await asyncio.sleep(2.0)
+        states = [e["state"] for e in peer.received.events_of("state")]
+        assert states == ["listening", "thinking", "speaking", "listening"], states
+        assert np.sqrt(np.mean(peer.received.audio_pcm().astype(float) ** 2)) > 50
+        assert len(server.registry) == 1 and not peer.received.events_of("error")
+        await peer.close()

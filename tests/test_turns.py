@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import rtc_server.hearing as hearing_module
+from engines.asr.base import PauseText
 from engines.llm.base import ChatMessage
 from engines.tts.base import PhonemeTiming, Speech
 from media.clock import FakeTimer
@@ -108,9 +110,40 @@ class FakeFace:
         return np.zeros((int(np.ceil(len(pcm) / sample_rate * 25)), 68, 2), np.float32)
 
 
-class NoASR:
-    def open(self) -> object:
-        raise AssertionError("not used: these tests drive the listener callbacks directly")
+class FakeStream:
+    """One utterance: a word per 0.1 s of audio fed, every word "word"."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+
+    def feed(self, pcm: np.ndarray) -> str | None:
+        self.samples += len(pcm)
+        return None
+
+    def pause(self) -> PauseText:
+        return PauseText(self._text(), None)
+
+    def finish(self) -> str:
+        return self._text()
+
+    def _text(self) -> str:
+        return " ".join(["word"] * (self.samples // (RATE // 10)))
+
+
+class FakeASR:
+    def __init__(self) -> None:
+        self.streams: list[FakeStream] = []
+
+    def open(self) -> FakeStream:
+        self.streams.append(FakeStream())
+        return self.streams[-1]
+
+
+class LevelDetector:
+    """Speech is whatever is not digital silence (the audio says where the user speaks)."""
+
+    def is_speech(self, frame: np.ndarray) -> bool:
+        return bool(np.any(frame))
 
 
 class _Still:
@@ -123,7 +156,7 @@ class Harness:
         self.llm, self.tts, self.timer = FakeLLM(), FakeTTS(), FakeTimer()
         inline = InlineExecutor()
         self.engines = Engines(
-            asr=NoASR(), llm=self.llm, tts=self.tts, face=FakeFace(),  # type: ignore[arg-type]
+            asr=FakeASR(), llm=self.llm, tts=self.tts, face=FakeFace(),  # type: ignore[arg-type]
             make_smoother=lambda: None,
             pools=Pools(asr=inline, tts=inline, face=inline, render=inline),  # type: ignore[arg-type]
         )
@@ -143,6 +176,20 @@ class Harness:
         self.agent.on_connected()
         self.track = ClockedAudioTrack(self.session.playout)
         self.heard: list[np.ndarray] = []
+
+    async def talk(self, speech_s: float, silence_s: float, frame: int = 320) -> None:
+        """Be the user for a while: push frames of speech then silence in real (fake) time,
+        `frame` samples at a time, while the far end pulls the agent's audio."""
+        voice = (np.arange(int(speech_s * RATE)) % 200 + 100).astype(np.int16)
+        audio = np.concatenate([voice, np.zeros(int(silence_s * RATE), np.int16)])
+        pulled = 0.0
+        for i in range(0, len(audio), frame):
+            self.agent.on_audio(audio[i : i + frame])
+            while pulled < (i + frame) / RATE:
+                self.heard.append((await self.track.recv()).to_ndarray().reshape(-1))
+                pulled += 0.02
+            for _ in range(5):
+                await asyncio.sleep(0)
 
     def sent(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in map(json.loads, self.session._pending) if m["type"] == kind]  # noqa: SLF001
@@ -176,6 +223,16 @@ class Harness:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+@pytest.fixture(autouse=True)
+def level_detector(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engines.vad import Endpointer, VadConfig
+
+    def endpointer(config: VadConfig, max_silence_ms: int | None = None) -> Endpointer:
+        return Endpointer(config, LevelDetector(), max_silence_ms)
+
+    monkeypatch.setattr(hearing_module, "create_endpointer", endpointer)
 
 
 @pytest.fixture
@@ -425,3 +482,39 @@ async def test_a_short_sound_heard_as_two_words_resumes_but_stop_ends(h: Harness
     h.agent.on_partial(3, "stop")
     await h.settle()
     assert turn.interrupted
+
+
+def consistent(states: list[str]) -> None:
+    """Each state event is a change to a known state."""
+    assert all(a != b for a, b in zip(states, states[1:], strict=False)), states
+    assert set(states) <= {"listening", "thinking", "speaking"}, states
+
+
+async def test_a_minute_of_talk_without_a_pause(h: Harness) -> None:
+    """The endpointer ends it at its 30 s limit and a new utterance begins at once; the agent
+    answers, is talked over, and nothing breaks: no error, one turn at a time."""
+    await h.talk(60.0, 2.0)
+    await h.listen(REPLY.count(" ") * 0.1 + 2.0)
+    assert not h.sent("error")
+    finals = [e for e in h.sent("transcript") if e["final"]]
+    assert len(finals) >= 2 and all(e["text"] for e in finals[:2])
+    assert h.session.metrics.barge_ins._value.get() >= 1  # noqa: SLF001 - talked over it
+    consistent(h.states())
+    assert h.states()[-1] == "listening" and h.agent._turn is None  # noqa: SLF001
+    assert len(h.agent.history) <= 40
+
+
+async def test_ten_minutes_of_silence_is_nothing(h: Harness) -> None:
+    await h.talk(0.0, 600.0, frame=960)
+    assert h.states() == ["listening"] and not h.llm.calls
+    assert not h.sent("transcript") and not h.engines.asr.streams  # type: ignore[attr-defined]
+    assert len(h.agent._hearing._ops) == 0  # noqa: SLF001
+
+
+@pytest.mark.parametrize("frame", [112, 528, 1])
+async def test_frames_of_odd_sizes_are_heard(h: Harness, frame: int) -> None:
+    await h.talk(0.3 if frame == 1 else 1.0, 0.6, frame=frame)
+    finals = [e for e in h.sent("transcript") if e["final"]]
+    assert len(finals) == 1 and finals[0]["text"].startswith("word")
+    await h.listen(REPLY.count(" ") * 0.1 + 1.0)
+    assert len(h.llm.calls) == 1 and h.states()[-1] == "listening"

@@ -115,12 +115,14 @@ class LoopbackPeer:
         token: str | None = None,
         video_summary: Callable[[np.ndarray], Any] = mean_luma,
         portrait_id: str | None = None,
+        send_audio: bool = True,
         configuration: RTCConfiguration | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.mic = microphone or PcmMicrophone()
         self.token = token
         self.portrait_id = portrait_id
+        self.send_audio = send_audio  # False: a peer with no microphone at all
         self.video_summary = video_summary
         # No ICE servers unless a test brings its own (TURN): none of aiortc's public default.
         self.pc = RTCPeerConnection(configuration or RTCConfiguration(iceServers=[]))
@@ -140,7 +142,10 @@ class LoopbackPeer:
         pc = self.pc
         channel = pc.createDataChannel("events")
         channel.on("message", self._on_message)
-        pc.addTrack(self.mic)
+        if self.send_audio:
+            pc.addTrack(self.mic)
+        else:
+            pc.addTransceiver("audio", direction="recvonly")
         pc.addTransceiver("video", direction="recvonly")
         pc.on("track", self._on_track)
 
