@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from common.face_geometry import params_to_offsets
 from engines.cache import cache_dir
 from engines.face.corpus import sentences
 from engines.face.features import SAMPLE_RATE, log_mel, num_frames
-from engines.face.shapes import params_to_offsets
 from engines.face.visemes import brow_from_audio, trajectory
 from engines.tts.base import PhonemeTiming, join_speech
 

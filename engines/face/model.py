@@ -1,7 +1,8 @@
 """The audio-to-landmark network (PyTorch definition; shipped and run as one ONNX file).
 
 Contract: `AudioToLandmarks(features [B, T, 80] log-mel, T a multiple of 4) -> offsets
-[B, T / 4, 68, 2]`, one row per 25 fps video frame, in the normalized face frame (`shapes.py`).
+[B, T / 4, 68, 2]`, one row per 25 fps video frame, in the normalized face frame
+(`common.face_geometry`).
 
 Shape: per-channel normalisation (stored statistics) -> a stride-4 convolution over 80 ms
 windows, one per video frame -> causal dilated residual blocks at 25 fps (~1.8 s of past
@@ -24,8 +25,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from common.face_geometry import NUM_LANDMARKS
 from engines.face.features import FEATS_PER_FRAME, N_MELS, SILENCE_VALUE
-from engines.face.shapes import NUM_LANDMARKS
 
 CONFIG_KEY = "rtc_avatar.face.config"  # ONNX metadata key holding `ModelConfig` as JSON
 

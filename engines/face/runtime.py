@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common.face_geometry import NUM_LANDMARKS
 from engines.face.artifact import INPUT_NAME, model_path
 from engines.face.errors import FaceError, InvalidInputError, ModelLoadError
 from engines.face.features import FEATS_PER_FRAME, FPS, HOP_MS, N_MELS, SILENCE_VALUE, log_mel
-from engines.face.shapes import NUM_LANDMARKS
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from common.face_geometry import INNER_LIP_PAIRS, INNER_LIPS, JAW, OUTER_LIPS, mouth_opening
 from engines.face.artifact import DEFAULT_MODEL_PATH, export_onnx
 from engines.face.data import DataPlan, Utterance, build_dataset, targets
 from engines.face.features import FEATS_PER_FRAME, SILENCE_VALUE
-from engines.face.shapes import INNER_LIP_PAIRS, INNER_LIPS, JAW, OUTER_LIPS, mouth_opening
 from engines.progress import Progress
 
 logger = logging.getLogger("engines.face.train")

@@ -1,8 +1,9 @@
 """Phoneme timings -> articulation trajectories (the synthetic training targets).
 
 Contract: `trajectory(phonemes, n_frames, fps)` -> float32 [n_frames, 5] articulation parameters
-(see `shapes.PARAMS`) sampled at t = k / fps; `brow_from_audio(pcm, rate, n_frames)` adds the
-emphasis channel from loudness. `shapes.params_to_offsets` turns them into landmark offsets.
+(see `common.face_geometry.PARAMS`) sampled at t = k / fps; `brow_from_audio(pcm, rate,
+n_frames)` adds the emphasis channel from loudness. `common.face_geometry.params_to_offsets`
+turns them into landmark offsets.
 
 Viseme table: each IPA letter (as `engines.tts.phonemes` normalises them: one letter plus
 modifiers, "_" for silence) maps to target values (open, width, round, jaw) and a dominance per

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse
 from scipy.spatial import Delaunay
 
-from engines.face.shapes import BASIS, face_frame
+from common.face_geometry import BASIS, face_frame
 
 FIXED_POINT_STEPS = 2  # inverse-warp iterations; 2 bring the error under 0.1 px for lip motion
 ROI_MARGIN = 0.45  # ROI padding around the moving points, in eye-corner distances

@@ -8,12 +8,11 @@ Contract:
   precomputes the warp mesh (`mesh.WarpMesh`). It never loads a model: landmarks come from
   `engines.face.portrait.detect_portrait_landmarks`.
 - `renderer.render(offsets, pose, blink) -> uint8 [H, W, 3]` draws one frame: offsets [68, 2]
-  in the normalized face frame (`engines.face.shapes`) or None for the rest face, a head pose
+  in the normalized face frame (`common.face_geometry`) or None for the rest face, a head pose
   and an eyelid closure. A new array every call.
 - `renderer.session(fps=25, seed=0) -> Avatar`: per-session idle life; `Avatar.frame(index,
   offsets)` renders frame `index` at time index / fps with blinks and head motion running
-  whether it speaks or not; `Avatar.idle_frame(index)` is `frame(index, None)` (the
-  `media.idle.IdleSource` protocol).
+  whether it speaks or not (`offsets` None: idle); an `Avatar` is a `media.idle.FrameSource`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import math
 import cv2
 import numpy as np
 
-from engines.face.shapes import EYELID_PAIRS, INNER_LIP_PAIRS, INNER_LIPS, face_frame
+from common.face_geometry import EYELID_PAIRS, INNER_LIP_PAIRS, INNER_LIPS, face_frame
 from media.avatar.mesh import WarpMesh
 from media.avatar.motion import IdleMotion, Pose
 from media.avatar.mouth import draw_inner_mouth
@@ -149,6 +148,3 @@ class Avatar:
         """Frame `index` (time index / fps): speech offsets [68, 2] or None (idle)."""
         t = index / self.fps
         return self.renderer.render(offsets, self.motion.pose(t), self.motion.blink(t))
-
-    def idle_frame(self, index: int) -> np.ndarray:
-        return self.frame(index, None)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.face_geometry import mouth_opening, params_to_offsets
 from engines.face import create_face
 from engines.face.features import num_frames
 from engines.face.runtime import FaceRuntime
-from engines.face.shapes import mouth_opening, params_to_offsets
 from engines.face.visemes import trajectory
 from engines.tts.base import Speech
 from tests.support.speech import synth_with_timings

@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.face.errors import InvalidInputError
-from engines.face.features import N_MELS, SILENCE_VALUE, log_mel, num_frames, resample_frames
-from engines.face.shapes import (
+from common.face_geometry import (
     BASIS,
     PARAMS,
     face_frame,
@@ -16,6 +14,8 @@ from engines.face.shapes import (
     offsets_to_pixels,
     params_to_offsets,
 )
+from engines.face.errors import InvalidInputError
+from engines.face.features import N_MELS, SILENCE_VALUE, log_mel, num_frames, resample_frames
 from engines.face.visemes import brow_from_audio, trajectory, viseme_for
 from engines.tts.base import PhonemeTiming
 

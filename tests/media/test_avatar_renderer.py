@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from skimage import data
 
+from common.face_geometry import PARAMS, params_to_offsets
 from engines.face.portrait import detect_portrait_landmarks
-from engines.face.shapes import PARAMS, params_to_offsets
 from media.avatar import AvatarRenderer, Pose
 from media.avatar.motion import IdleMotion
 from media.avatar.video import write_mp4
@@ -100,7 +100,7 @@ def test_mesh_never_folds_over_for_extreme_articulation(renderer: AvatarRenderer
 def test_idle_sessions_are_deterministic_and_independent(renderer: AvatarRenderer) -> None:
     a, b, c = renderer.session(seed=1), renderer.session(seed=1), renderer.session(seed=2)
     assert np.array_equal(a.frame(100), b.frame(100))
-    assert np.array_equal(a.idle_frame(37), a.frame(37, None))
+    assert np.array_equal(a.frame(37), a.frame(37, None))  # idle is the default
     blinks_1 = [IdleMotion(1).blink(k / 25) > 0.5 for k in range(500)]
     blinks_2 = [IdleMotion(2).blink(k / 25) > 0.5 for k in range(500)]
     assert 2 <= sum(np.diff(np.array(blinks_1, int)) == 1) <= 10  # 20 s: blinks every 2-6 s

@@ -16,6 +16,10 @@ Articulation parameters (one row per video frame, each 0..1):
 `BASIS` [5, 68, 2] holds the displacement of every point at parameter value 1; offsets are the
 linear combination. Magnitudes are proportions of a typical adult face (outer-eye-corner
 distance ~ 90 mm, maximal speech lip gap ~ 22 mm, jaw drop ~ 12 mm at the chin).
+
+This is the contract between the face model (`engines.face`, which predicts offsets) and the
+renderer (`media.avatar`, which draws them), so it lives in `common`, which both may import:
+pure NumPy, no model.
 """
 
 from __future__ import annotations
