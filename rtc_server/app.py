@@ -15,18 +15,25 @@ from media.idle import FrameSource, StillPortrait, default_portrait
 from rtc_server.config import Config
 from rtc_server.echo import EchoBehaviour
 from rtc_server.engine_set import Engines, load_engines
-from rtc_server.errors import ConfigError
+from rtc_server.errors import ConfigError, OfferRejected, PortraitRejected, UnknownPortrait
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
 from rtc_server.page import signaling_settings
 from rtc_server.portraits import PortraitStore
 from rtc_server.session import Behaviour, Session
-from signaling.http import create_app
+from signaling.errors import InvalidOffer, InvalidPortrait, PortraitNotFound
+from signaling.http import ErrorTable, create_app
 from signaling.offer import Offer
 from signaling.registry import SessionRegistry
 from web_client import STATIC_DIR
 
 logger = logging.getLogger(__name__)
+# How signaling answers the domain errors of what it calls (status and code: README).
+HTTP_ERRORS: ErrorTable = {
+    OfferRejected: InvalidOffer,
+    PortraitRejected: InvalidPortrait,
+    UnknownPortrait: PortraitNotFound,
+}
 
 
 def load_portrait_image(path: str | None) -> np.ndarray:
@@ -121,6 +128,7 @@ class Server:
             metrics_source=self.metrics,
             settings=settings,
             static_dir=STATIC_DIR,
+            errors=HTTP_ERRORS,
         )
 
         async def on_shutdown(app: web.Application) -> None:

@@ -1,4 +1,9 @@
-"""Typed errors of the server process."""
+"""Typed errors of the server process.
+
+Domain errors, not HTTP ones: the session and the portrait store raise them, and the app
+hands signaling the table that turns each into its HTTP status and code (`HTTP_ERRORS` in
+`rtc_server/app.py`, applied by `signaling.http`'s error middleware).
+"""
 
 
 class ServerError(Exception):
@@ -7,3 +12,17 @@ class ServerError(Exception):
 
 class ConfigError(ServerError, ValueError):
     """The configuration file or a command-line option is invalid."""
+
+
+class OfferRejected(ServerError):
+    """The peer connection cannot use the offer (malformed SDP, no usable codec or
+    direction)."""
+
+
+class PortraitRejected(ServerError):
+    """An uploaded portrait is unusable (not an image, wrong size, no or several faces), or
+    this server takes no uploads (echo mode)."""
+
+
+class UnknownPortrait(ServerError):
+    """An offer names a portrait this server does not hold (never uploaded, or evicted)."""

@@ -11,7 +11,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from engines.errors import EngineError
-from signaling.errors import InvalidPortrait, PortraitNotFound
+from rtc_server.errors import PortraitRejected, UnknownPortrait
 
 
 class PortraitStore:
@@ -29,7 +29,7 @@ class PortraitStore:
 
     async def add_portrait(self, data: bytes) -> str:
         if self._build is None:
-            raise InvalidPortrait("portrait uploads need the agent mode (--mode agent)")
+            raise PortraitRejected("portrait uploads need the agent mode (--mode agent)")
         portrait_id = hashlib.sha256(data).hexdigest()[:24]
         if portrait_id in self._renderers:
             self._renderers.move_to_end(portrait_id)
@@ -38,7 +38,7 @@ class PortraitStore:
         try:
             renderer = await loop.run_in_executor(self._executor, self._build, data)
         except EngineError as exc:  # no face, several faces, not an image, too small...
-            raise InvalidPortrait(str(exc)) from exc
+            raise PortraitRejected(str(exc)) from exc
         self._renderers[portrait_id] = renderer
         while len(self._renderers) > self._capacity:
             self._renderers.popitem(last=False)
@@ -49,4 +49,4 @@ class PortraitStore:
             self._renderers.move_to_end(portrait_id)
             return self._renderers[portrait_id]
         except KeyError:
-            raise PortraitNotFound(f"no portrait {portrait_id!r}: upload it again") from None
+            raise UnknownPortrait(f"no portrait {portrait_id!r}: upload it again") from None

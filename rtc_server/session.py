@@ -27,11 +27,11 @@ from media.idle import FrameSource
 from media.playout import Playout
 from media.tracks import ClockedAudioTrack, ClockedVideoTrack
 from rtc_server.config import Config
+from rtc_server.errors import OfferRejected
 from rtc_server.events import ErrorEvent, Event, SessionStarted, State, StateChanged, encode
 from rtc_server.ice import rtc_configuration
 from rtc_server.metrics import Metrics
 from rtc_server.tasks import TaskSet
-from signaling.errors import InvalidOffer
 from signaling.offer import Offer
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Session:
             # directions with its own (OperationError, InvalidAccessError).
             await self.close(reason="invalid_offer")
             detail = str(exc) or type(exc).__name__
-            raise InvalidOffer(f"offer rejected: {detail}") from exc
+            raise OfferRejected(f"offer rejected: {detail}") from exc
         except BaseException:
             await self.close(reason="setup_failed")
             raise

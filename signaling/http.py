@@ -1,14 +1,17 @@
 """HTTP routes: offer/answer, session delete, health, metrics, page config, static client.
 
 Every error leaves as JSON `{"error": {"code": ..., "message": ...}}` with its status, and
-never affects other sessions: a failing request only releases its own reservation.
+never affects other sessions: a failing request only releases its own reservation. Signaling's
+own errors (`signaling.errors`) carry their status and code; the errors of what it calls (the
+session factory, the portrait sink) are domain errors that the app maps to one of them with
+`create_app(errors=...)`, so the layers below never name an HTTP status.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,17 +30,21 @@ from signaling.registry import PeerSession, SessionRegistry
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Domain error class -> the signaling error it is answered with (its status, code).
+ErrorTable = Mapping[type[Exception], type[SignalingError]]
 
 
 class SessionFactory(Protocol):
     async def __call__(self, session_id: str, offer: Offer) -> tuple[PeerSession, str]:
-        """Create a session for `offer`; return it and the answer SDP. Raises InvalidOffer."""
+        """Create a session for `offer`; return it and the answer SDP. Raises a domain error
+        from the app's error table for an offer it cannot use (answered as InvalidOffer)."""
         ...
 
 
 class PortraitSink(Protocol):
     async def add_portrait(self, data: bytes) -> str:
-        """Check an uploaded portrait and keep it; return its id. Raises InvalidPortrait."""
+        """Check an uploaded portrait and keep it; return its id. Raises a domain error from
+        the app's error table for an unusable image (answered as InvalidPortrait)."""
         ...
 
 
@@ -63,10 +70,17 @@ METRICS_KEY = web.AppKey("metrics", MetricsSource)
 PORTRAITS_KEY = web.AppKey("portraits", PortraitSink)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 SETTINGS_KEY = web.AppKey("signaling_settings", SignalingSettings)
+ERRORS_KEY: web.AppKey[ErrorTable] = web.AppKey("domain_errors")
 
 
 def _error_response(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+def _mapped(app: web.Application, exc: Exception) -> type[SignalingError] | None:
+    """The signaling error the app's table gives `exc` (or a base class of it), if any."""
+    table = app.get(ERRORS_KEY, {})
+    return next((table[c] for c in type(exc).__mro__ if c in table), None)
 
 
 @web.middleware
@@ -82,7 +96,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
             raise
         code = exc.reason.lower().replace(" ", "_")
         return _error_response(exc.status, code, exc.text or exc.reason)
-    except Exception:  # request boundary: one bad request must not look like a crash
+    except Exception as exc:  # request boundary: one bad request must not look like a crash
+        mapped = _mapped(request.app, exc)
+        if mapped is not None:
+            return _error_response(mapped.status, mapped.code, str(exc))
         logger.exception("unhandled error", extra={"path": request.path})
         return _error_response(500, "internal_error", "internal server error")
 
@@ -189,6 +206,7 @@ def create_app(
     metrics_source: MetricsSource,
     settings: SignalingSettings,
     static_dir: Path,
+    errors: ErrorTable | None = None,
 ) -> web.Application:
     # client_max_size makes aiohttp itself refuse larger bodies (413) before buffering them;
     # each route then applies its own, smaller limit while reading.
@@ -201,5 +219,6 @@ def create_app(
     app[METRICS_KEY] = metrics_source
     app[PORTRAITS_KEY] = portraits
     app[SETTINGS_KEY] = settings
+    app[ERRORS_KEY] = dict(errors or {})
     add_routes(app, static_dir)
     return app
