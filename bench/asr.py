@@ -6,7 +6,7 @@ same logic the server runs live), so they measure the same on a busy or an idle 
   SNR relative to the speech), 18 sentences each, and the CPU the streaming partials cost;
 - `turn`: end-of-turn delay (endpoint minus the true end of the voice, audio time) on 20
   complete questions per voice and noise, and false cut-offs on 20 questions with a pause of
-  0.5-0.9 s in mid-sentence (`tests/support/pauses.py`), with the turn model and with
+  0.5-0.9 s in mid-sentence (`testkit/pauses.py`), with the turn model and with
   today's fixed 400 ms hangover;
 - `human` (with `--human-dir`): real English speech without references (the silero-vad
   sdist's `tests/data/test.wav` and `examples/c++/aepyx.wav`): no crash, no runaway text,
@@ -45,8 +45,8 @@ from engines.asr.offline import HeardUtterance, listen  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
 from engines.turn import TurnConfig, TurnModel, load_turn_model  # noqa: E402
 from engines.vad import SpeechEnded, VadConfig, create_endpointer  # noqa: E402
-from tests.support.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
-from tests.support.speech import add_noise, synth, voiced_bounds  # noqa: E402
+from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
+from testkit.speech import add_noise, synth, voiced_bounds  # noqa: E402
 
 SR = 16000
 LEAD_S, TAIL_S = 0.5, 2.0

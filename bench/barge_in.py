@@ -36,9 +36,9 @@ from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
-from tests.support.agent import audio_timeline  # noqa: E402
-from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from tests.support.speech import synth  # noqa: E402
+from testkit.agent import audio_timeline  # noqa: E402
+from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from testkit.speech import synth  # noqa: E402
 
 RATE = 16000
 LONG = (

@@ -57,9 +57,9 @@ from rtc_server.cluster.local import (  # noqa: E402
 )
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
-from tests.support.agent import audio_timeline  # noqa: E402
-from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from tests.support.speech import synth  # noqa: E402
+from testkit.agent import audio_timeline  # noqa: E402
+from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from testkit.speech import synth  # noqa: E402
 
 log = logging.getLogger("bench")
 SECRET = "bench-cluster-secret"

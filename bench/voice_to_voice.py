@@ -10,7 +10,7 @@ over 127.0.0.1, says the question through its microphone, and measures what it r
   received audio envelope, per answer.
 - hearing: the end of turn (the endpoint after the end of the voice, from `timings`) and,
   with `--set paused`, questions with a 0.5-0.9 s pause in mid-sentence
-  (`tests/support/pauses.py`): a false cut-off is a final transcript that reaches the peer
+  (`testkit/pauses.py`): a false cut-off is a final transcript that reaches the peer
   before it has said the rest of its question.
 Prints p50/p95 tables (markdown) over the questions.
 
@@ -40,21 +40,21 @@ from common.logs import setup_logging  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
-from tests.support.agent import (  # noqa: E402
+from testkit.agent import (  # noqa: E402
     MouthMeter,
     agent_config,
     audio_timeline,
     best_lag,
     video_timeline,
 )
-from tests.support.pauses import (  # noqa: E402
+from testkit.pauses import (  # noqa: E402
     COMPLETE_QUESTIONS,
     PAUSE_QUESTIONS,
     PausedSpeech,
     paused_question,
 )
-from tests.support.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from tests.support.speech import synth, voiced_bounds  # noqa: E402
+from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from testkit.speech import synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
 STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",

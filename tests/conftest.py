@@ -19,7 +19,7 @@ settings.load_profile("deterministic")
 def agent_engines() -> Iterator[Engines]:
     """ASR, LLM, TTS and face on the embedded defaults (slow to load: share them)."""
     from rtc_server.engine_set import load_engines
-    from tests.support.agent import agent_config
+    from testkit.agent import agent_config
 
     engines = load_engines(agent_config())
     yield engines

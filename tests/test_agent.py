@@ -12,10 +12,10 @@ import soxr
 
 from engines.asr.text import word_error_rate
 from rtc_server.engine_set import Engines
-from tests.support.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
-from tests.support.peer import LoopbackPeer, PcmMicrophone
+from testkit.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
+from testkit.peer import LoopbackPeer, PcmMicrophone
+from testkit.speech import synth
 from tests.support.server import running_server
-from tests.support.speech import synth
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.slow]
 QUESTION = "What is the capital of France?"

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from testkit.speech import synth
 from tests.support.server import running_server
-from tests.support.speech import synth
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -134,7 +134,7 @@ async def test_agent_answers_a_question_asked_through_the_page(
     transcript, the agent's text, and video whose mouth moves while the agent talks."""
     from playwright.async_api import Page
 
-    from tests.support.agent import MouthMeter, agent_config
+    from testkit.agent import MouthMeter, agent_config
 
     async with (
         running_server(agent_config(), agent_engines) as (server, url),  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from aiortc import RTCPeerConnection
 
 from rtc_server.cluster.directory import WorkerRecord
 from rtc_server.ice import restrict_host_candidates_to_loopback
+from testkit.peer import LoopbackPeer
 from tests.support.cluster import LocalCluster, eventually, local_cluster
-from tests.support.peer import LoopbackPeer
 from tests.test_signaling import offer_sdp
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.asyncio(loop_scope="module")]

@@ -11,8 +11,8 @@ import pytest
 
 from rtc_server.cluster.local import start_redis
 from rtc_server.ice import restrict_host_candidates_to_loopback
+from testkit.peer import LoopbackPeer
 from tests.support.cluster import TTL_S, LocalCluster, eventually, local_cluster
-from tests.support.peer import LoopbackPeer
 from tests.test_signaling import offer_sdp
 
 pytestmark = pytest.mark.webrtc

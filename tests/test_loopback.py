@@ -16,9 +16,9 @@ from scipy import signal
 
 from rtc_server.config import MediaConfig
 from rtc_server.echo import LEAD_S
-from tests.support.peer import LoopbackPeer, PcmMicrophone
+from testkit.peer import LoopbackPeer, PcmMicrophone
+from testkit.speech import synth
 from tests.support.server import SMALL_VIDEO, loopback_config, running_server
-from tests.support.speech import synth
 
 pytestmark = pytest.mark.webrtc
 

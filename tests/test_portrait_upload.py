@@ -11,8 +11,8 @@ from PIL import Image
 
 from media.idle import default_portrait
 from rtc_server.engine_set import Engines
-from tests.support.agent import agent_config
-from tests.support.peer import LoopbackPeer
+from testkit.agent import agent_config
+from testkit.peer import LoopbackPeer
 from tests.support.server import running_server
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.slow]

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 
-from tests.support.peer import LoopbackPeer
+from testkit.peer import LoopbackPeer
 from tests.support.server import loopback_config, running_server
 
 pytestmark = pytest.mark.webrtc

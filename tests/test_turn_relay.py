@@ -20,10 +20,10 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCIceTransportPolicy
 
 from rtc_server.cluster.local import Child, start_coturn
 from signaling.turn_credentials import RelayConfig, turn_credentials
+from testkit.peer import LoopbackPeer, PcmMicrophone
+from testkit.speech import synth
 from tests.support.cluster import eventually, need
-from tests.support.peer import LoopbackPeer, PcmMicrophone
 from tests.support.server import SMALL_VIDEO, loopback_config, running_server
-from tests.support.speech import synth
 
 pytestmark = pytest.mark.webrtc
 SECRET = "turn-test-secret"

@@ -23,7 +23,7 @@ from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import InvalidAudioError, StreamClosedError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
 from engines.asr.text import normalize_words, trim_restart, word_error_rate
-from tests.support.speech import add_noise, synth
+from testkit.speech import add_noise, synth
 
 SR = 16000
 FRAME = 320

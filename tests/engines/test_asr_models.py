@@ -13,7 +13,7 @@ from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import AsrModelLoadError, InvalidAsrConfigError
 from engines.asr.model_files import BASE_DIR_NAME, BASE_SIZE, resolve_whisper_model
 from engines.asr.text import word_error_rate
-from tests.support.speech import synth
+from testkit.speech import synth
 
 SR = 16000
 

@@ -16,7 +16,7 @@ from engines.face.features import num_frames
 from engines.face.runtime import FaceRuntime
 from engines.face.visemes import trajectory
 from engines.tts.base import Speech
-from tests.support.speech import synth_with_timings
+from testkit.speech import synth_with_timings
 
 # Held-out (train CLI): piper per utterance min 0.81, median 0.94; on free-form agent lines,
 # fresh piper syntheses (its durations are random) gave 0.78..0.93 per sentence.

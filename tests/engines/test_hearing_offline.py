@@ -16,9 +16,9 @@ from engines.asr.offline import HeardUtterance, listen
 from engines.asr.text import word_error_rate
 from engines.turn import TurnConfig, TurnModel, load_turn_model
 from engines.vad import VadConfig
+from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
+from testkit.speech import babble, clicks, music, synth, voiced_bounds
 from tests.engines.test_asr import MONOLOGUE
-from tests.support.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
-from tests.support.speech import babble, clicks, music, synth, voiced_bounds
 
 SR = 16000
 LEAD = np.zeros(SR // 2, np.int16)

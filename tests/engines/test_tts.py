@@ -201,7 +201,7 @@ def asr() -> object:
 @pytest.mark.parametrize(("engine", "limit"), [("piper", 0.15), ("espeak", 0.35)])
 def test_round_trip_through_asr(engine: str, limit: float, asr: object) -> None:
     """TTS -> the project's ASR (engines.asr default, Whisper tiny.en) gives the words back."""
-    from tests.support.speech import synth
+    from testkit.speech import synth
 
     errors = []
     for text in SENTENCES:

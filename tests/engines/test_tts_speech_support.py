@@ -1,4 +1,4 @@
-"""tests/support/speech.py: cached synthetic speech, resampling, timings and noise."""
+"""testkit/speech.py: cached synthetic speech, resampling, timings and noise."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engines.cache import cache_dir
-from tests.support.speech import add_noise, synth, synth_with_timings
+from testkit.speech import add_noise, synth, synth_with_timings
 
 
 def test_synth_is_cached_and_resampled() -> None:

@@ -19,8 +19,8 @@ from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
 from engines.turn.policy import is_complete, needs_text, reads_finished
 from engines.turn.smart_turn import SmartTurnModel
-from tests.support.pauses import COMPLETE_QUESTIONS
-from tests.support.speech import synth, voiced_bounds
+from testkit.pauses import COMPLETE_QUESTIONS
+from testkit.speech import synth, voiced_bounds
 
 SR = 16000
 ZH_QUESTIONS = ("今天天气怎么样？", "请问火车站在哪里？", "我想把钱转到我妹妹的账户。",

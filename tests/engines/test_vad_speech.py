@@ -19,8 +19,8 @@ from engines.vad import (
     VadEvent,
     create_endpointer,
 )
-from tests.support.speech import add_noise, synth
-from tests.support.speech import voiced_bounds as voiced_samples
+from testkit.speech import add_noise, synth
+from testkit.speech import voiced_bounds as voiced_samples
 
 SR = 16000
 TEXT = "Please remind me to call my mother tomorrow morning."

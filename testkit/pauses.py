@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.support.speech import Engine, synth, synth_with_timings, voiced_bounds
+from testkit.speech import Engine, synth, synth_with_timings, voiced_bounds
 
 SR = 16000
 PAUSE_QUESTIONS = (

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from rtc_server.config import AgentConfig, Config, IceConfig, ServerConfig
-from tests.support.peer import Received
+from testkit.peer import Received
 
 # aiortc's receiver hold per frame (see tests/test_loopback.py): audio until the 4th next
 # 20 ms frame, video until the next frame.
