@@ -207,14 +207,14 @@ def section_turn(hear: Hear, vad: VadConfig, limit: int) -> None:
 
 def section_human(directory: Path, asr: StreamingASR, turn: TurnConfig,
                   model: TurnModel | None) -> None:
-    from engines.asr.__main__ import read_audio
+    from engines.pcm import read_audio
 
     tiny = create_asr(AsrConfig(model="tiny.en"))
     print("\n| file | audio s | utterances (base) | longest utterance s | words per s (base) | "
           "max chars per s of an utterance | base vs tiny.en word disagreement | compute s |")
     print("|---|---|---|---|---|---|---|---|")
     for path in sorted(directory.glob("*.wav")):
-        audio = read_audio(path)
+        audio = read_audio(path, SR)
         audio = np.concatenate([audio, np.zeros(2 * SR, np.int16)])
         start = time.perf_counter()
         heard = listen(audio, asr, turn=turn, turn_model=model)

@@ -1,6 +1,9 @@
-"""Audio format edges: inbound frames -> 16 kHz mono int16 20 ms frames; any PCM -> 48 kHz.
+"""The wire's audio formats: inbound frames -> 16 kHz mono int16 20 ms frames; any PCM -> 48 kHz.
 
-Resampling happens only here, with libraries (PyAV's libswresample inbound, soxr outbound).
+Everything that crosses the wire is converted here, with libraries (PyAV's libswresample
+inbound, soxr outbound); the rest of the house sees only these two formats. The other edge of
+the resampling contract is a model's own input rate, which engines reach through
+`engines.pcm.resample` (see there); the two sides never import each other.
 """
 
 from __future__ import annotations

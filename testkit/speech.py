@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 
 from engines.cache import cache_dir
-from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech
+from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech, resample_speech
 
 Engine = Literal["piper", "espeak"]
 _CACHE_VERSION = 2  # bump when the engines' output format or the cache layout changes
@@ -61,22 +61,6 @@ def _engine(engine: Engine, voice: str | None, speed: float, pitch: int | None) 
     raise ValueError(f"unknown engine {engine!r}")
 
 
-def _resample(speech: Speech, sample_rate: int) -> Speech:
-    if speech.sample_rate == sample_rate:
-        return speech
-    import soxr
-
-    pcm = soxr.resample(speech.pcm, speech.sample_rate, sample_rate).astype(np.int16, copy=False)
-    # soxr's length differs from the ideal by a sample or so: scale so timings end with the audio.
-    old_ms = 1000.0 * len(speech.pcm) / speech.sample_rate
-    new_ms = 1000.0 * len(pcm) / sample_rate
-    k = new_ms / old_ms if old_ms else 1.0
-    phonemes = tuple(
-        PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in speech.phonemes
-    )
-    return Speech(pcm=pcm, sample_rate=sample_rate, phonemes=phonemes, text=speech.text)
-
-
 def synth_with_timings(
     text: str,
     engine: Engine = "piper",
@@ -90,7 +74,7 @@ def synth_with_timings(
     The voice's own rate is what is cached; other rates are resampled from it, so one text
     is the same utterance at every rate (the voices are not bit-exact between runs).
     """
-    return _resample(_native(text, engine, voice, speed, pitch), sample_rate)
+    return resample_speech(_native(text, engine, voice, speed, pitch), sample_rate)
 
 
 def _native(

@@ -1,9 +1,9 @@
 """Try hearing alone: `python -m engines.asr FILE.wav`.
 
-Reads any audio file (PyAV decodes and resamples it to 16 kHz mono), runs the endpointer, the
-turn model and one ASR stream per utterance over it (`engines.asr.offline.listen`, in audio
-time), and prints each endpointer event, each pause's verdict, the partials and the final
-transcripts with their audio times and the compute time.
+Reads any audio file (`engines.pcm.read_audio`: PyAV decodes it to 16 kHz mono), runs the
+endpointer, the turn model and one ASR stream per utterance over it
+(`engines.asr.offline.listen`, in audio time), and prints each endpointer event, each pause's
+verdict, the partials and the final transcripts with their audio times and the compute time.
 """
 
 from __future__ import annotations
@@ -19,31 +19,12 @@ import numpy as np
 
 from engines.asr import AsrConfig, create_asr
 from engines.asr.audio import SAMPLE_RATE
-from engines.asr.errors import InvalidAudioError
 from engines.asr.offline import listen
+from engines.pcm import read_audio
 from engines.turn import TurnConfig, load_turn_model
 from engines.vad import SpeechEnded, SpeechPaused, SpeechStarted, VadConfig, VadEvent
 
 logger = logging.getLogger("engines.asr")
-
-
-def read_audio(path: Path) -> np.ndarray:
-    """Decode any audio file to 16 kHz mono int16 with PyAV."""
-    import av
-
-    try:
-        container = av.open(str(path))
-    except (av.error.FFmpegError, OSError) as exc:
-        raise InvalidAudioError(f"cannot read {path}: {exc}") from exc
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
-    chunks = []
-    with container:
-        for frame in container.decode(audio=0):
-            for out in resampler.resample(frame):
-                chunks.append(out.to_ndarray().reshape(-1))
-        for out in resampler.resample(None):
-            chunks.append(out.to_ndarray().reshape(-1))
-    return np.concatenate(chunks).astype(np.int16) if chunks else np.zeros(0, np.int16)
 
 
 def _print_event(now: float, event: VadEvent) -> None:
@@ -82,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_turn_model(turn)
     print(f"loaded {config.engine} and turn model {turn.model} in "
           f"{time.perf_counter() - load_start:.2f} s")
-    audio = read_audio(args.file)
+    audio = read_audio(args.file, SAMPLE_RATE)
     print(f"{args.file}: {audio.shape[0] / SAMPLE_RATE:.2f} s")
     audio = np.concatenate([audio, np.zeros(2 * SAMPLE_RATE, np.int16)])  # let the last end
 

@@ -27,7 +27,7 @@ from engines.cache import cache_dir
 from engines.face.corpus import sentences
 from engines.face.features import SAMPLE_RATE, log_mel, num_frames
 from engines.face.visemes import brow_from_audio, trajectory
-from engines.tts.base import PhonemeTiming, join_speech
+from engines.tts.base import PhonemeTiming, join_speech, resample_speech
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +108,9 @@ def _tts(spec: VoiceSpec, seed: int) -> object:
 
 def _speak(tts: object, text: str) -> tuple[np.ndarray, tuple[PhonemeTiming, ...]]:
     """All sentences of `text` joined, resampled to 16 kHz, timings rescaled to match."""
-    import soxr
-
-    speech = join_speech(list(tts.synthesize(text)), text)  # type: ignore[attr-defined]
-    pcm, rate, phonemes = speech.pcm, speech.sample_rate, speech.phonemes
-    out = soxr.resample(pcm, rate, SAMPLE_RATE).astype(np.int16)
-    k = (len(out) / SAMPLE_RATE) / (len(pcm) / rate)  # soxr's length is off by a sample or so
-    return out, tuple(PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in phonemes)
+    joined = join_speech(list(tts.synthesize(text)), text)  # type: ignore[attr-defined]
+    speech = resample_speech(joined, SAMPLE_RATE)
+    return speech.pcm, speech.phonemes
 
 
 def build_dataset(plan: DataPlan, progress: Callable[[int, int], None] | None = None,

@@ -7,7 +7,8 @@ looks 12.5 ms into the future; the model adds its own bounded look-ahead (see `m
 The audio is padded with silence at the end so that T_feat is a multiple of FEATS_PER_FRAME and
 covers every video frame that starts inside the audio: T_feat = 4 * ceil(duration * 25).
 
-Pure NumPy (+ soxr for resampling), identical in training and at run time.
+Pure NumPy (audio at other rates is brought to 16 kHz by `engines.pcm.resample`), identical in
+training and at run time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 import numpy as np
 
 from engines.face.errors import InvalidInputError
+from engines.pcm import resample
 
 SAMPLE_RATE = 16000
 N_MELS = 80
@@ -82,11 +84,7 @@ def to_float_mono(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
         audio = pcm.astype(np.float32)
     else:
         raise InvalidInputError(f"PCM must be int16 or float, got {pcm.dtype}")
-    if sample_rate != SAMPLE_RATE and len(audio):
-        import soxr
-
-        audio = soxr.resample(audio, sample_rate, SAMPLE_RATE).astype(np.float32)
-    return audio
+    return resample(audio, sample_rate, SAMPLE_RATE)
 
 
 def log_mel(pcm: np.ndarray, sample_rate: int) -> np.ndarray:

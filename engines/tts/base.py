@@ -1,7 +1,8 @@
 """Text-to-speech contract: text chunk -> PCM with phoneme timings.
 
 Timings drive the face model's training targets and the viseme checks; PCM is int16 mono at the
-voice's own rate (the media edge resamples to 48 kHz).
+voice's own rate (the media edge resamples to 48 kHz). `join_speech` joins a TTS's sentences
+into one `Speech`; `resample_speech` brings one to another rate with its timings.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from engines.pcm import resample
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,21 @@ def join_speech(parts: Sequence[Speech], text: str | None = None) -> Speech:
     pcm = np.concatenate([p.pcm for p in parts]).astype(np.int16, copy=False)
     joined = text if text is not None else " ".join(p.text for p in parts)
     return Speech(pcm=pcm, sample_rate=rate, phonemes=tuple(phonemes), text=joined)
+
+
+def resample_speech(speech: Speech, sample_rate: int) -> Speech:
+    """`speech` at `sample_rate` (`engines.pcm.resample`), its phoneme times scaled by the
+    change in length, so they still end with the audio (soxr's length is off by a sample or
+    so)."""
+    if speech.sample_rate == sample_rate:
+        return speech
+    pcm = resample(speech.pcm, speech.sample_rate, sample_rate).astype(np.int16, copy=False)
+    before = len(speech.pcm) / speech.sample_rate
+    k = (len(pcm) / sample_rate) / before if before else 1.0
+    phonemes = tuple(
+        PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in speech.phonemes
+    )
+    return Speech(pcm=pcm, sample_rate=sample_rate, phonemes=phonemes, text=speech.text)
 
 
 class TTS(Protocol):
