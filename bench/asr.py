@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stats import pct  # noqa: E402
 from engines.asr import AsrConfig, create_asr  # noqa: E402
 from engines.asr.base import StreamingASR  # noqa: E402
 from engines.asr.offline import HeardUtterance, listen  # noqa: E402
@@ -114,12 +115,8 @@ def paused_clip(k: int, voice: str, noise: str) -> Clip:
     return Clip(ps.text, voice, noise, audio, LEAD_S + ps.pcm.shape[0] / SR, pause)
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else math.nan
-
-
 def ms(values: list[float]) -> str:
-    return f"{pct(values, 50) * 1000:.0f} / {pct(values, 95) * 1000:.0f}"
+    return f"{pct(values, 0.5) * 1000:.0f} / {pct(values, 0.95) * 1000:.0f}"
 
 
 Hear = Callable[[Clip], list[HeardUtterance]]

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.server_process import running_server  # noqa: E402
+from bench.server_process import agent_toml, running_server  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
@@ -65,16 +65,6 @@ QUESTIONS = (
 VOICES = (("piper", None, 1.0), ("espeak", "en-us", 1.0), ("piper", None, 0.85),
           ("espeak", "en-us+m3", 1.0))
 FALSE = ("cough", "clicks", "mm-hm", "yeah", "okay", "right")
-CONFIG = """
-[server]
-mode = "agent"
-port = {port}
-log_level = "WARNING"
-[ice]
-loopback_only = true
-[agent]
-greeting = ""
-"""
 LOUD_RMS = 200.0
 LEAD_S = 0.5
 
@@ -222,7 +212,7 @@ async def run(args: argparse.Namespace) -> list[Trial]:
     restrict_host_candidates_to_loopback()
     log = logging.getLogger("bench")
     trials: list[Trial] = []
-    async with running_server(CONFIG.format(port=args.port)):
+    async with running_server(agent_toml(args.port)):
         url = f"http://127.0.0.1:{args.port}"
         for i in range(args.trials):
             trial = await real_trial(url, i)

@@ -45,6 +45,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stats import pct, publish  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from rtc_server.cluster.local import (  # noqa: E402
     SHARED_LLM_TOML,
@@ -85,10 +86,6 @@ seed = 1234
 temperature = 0.0
 {llm}
 """
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
 
 
 async def offer_latency(cluster: RunningCluster, n: int, sdp: str) -> dict[str, list[float]]:
@@ -300,17 +297,17 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         "| metric | p50 | p95 |",
         "| --- | --- | --- |",
-        f"| offer through the gateway, ms | {pct(gw, 50):.1f} | {pct(gw, 95):.1f} |",
-        f"| offer straight to the worker, ms | {pct(direct, 50):.1f} | {pct(direct, 95):.1f} |",
-        f"| added by the gateway, ms | {pct(gw, 50) - pct(direct, 50):.1f} | "
-        f"{pct(gw, 95) - pct(direct, 95):.1f} |",
+        f"| offer through the gateway, ms | {pct(gw, 0.5):.1f} | {pct(gw, 0.95):.1f} |",
+        f"| offer straight to the worker, ms | {pct(direct, 0.5):.1f} | {pct(direct, 0.95):.1f} |",
+        f"| added by the gateway, ms | {pct(gw, 0.5) - pct(direct, 0.5):.1f} | "
+        f"{pct(gw, 0.95) - pct(direct, 0.95):.1f} |",
         f"| voice-to-voice ({args.mode}, {len(v2v)}/{len(results['v2v_s'])} answered in "
-        f"time), ms | {pct(v2v, 50):.0f} | "
-        f"{pct(v2v, 95):.0f} |",
+        f"time), ms | {pct(v2v, 0.5):.0f} | "
+        f"{pct(v2v, 0.95):.0f} |",
         f"| received video fps per session ({len(fps)} sessions; p5 for p95) | "
-        f"{pct(fps, 50):.1f} | {pct(fps, 5):.1f} |",
-        f"| worst 1 s window per session, frames (p5 for p95) | {pct(worst, 50):.0f} | "
-        f"{pct(worst, 5):.0f} |",
+        f"{pct(fps, 0.5):.1f} | {pct(fps, 0.05):.1f} |",
+        f"| worst 1 s window per session, frames (p5 for p95) | {pct(worst, 0.5):.0f} | "
+        f"{pct(worst, 0.05):.0f} |",
     ]
     if "drill" in results:
         d, nan = results["drill"], float("nan")
@@ -353,10 +350,7 @@ def main() -> int:
     args = parser.parse_args()
     setup_logging("INFO")
     results = asyncio.run(run(args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    print(report(results, args))
-    return 0
+    return publish(report(results, args), results, args.json)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stats import pct  # noqa: E402
 from engines.face.features import SAMPLE_RATE, log_mel  # noqa: E402
 from engines.face.runtime import OnnxRuntimeFace  # noqa: E402
 from engines.face.smoothing import KalmanSmoother  # noqa: E402
@@ -65,8 +65,7 @@ def _time(fn: Callable[[], object], repeats: int, warmup: int = 3,
 
 
 def _row(name: str, batch: int, frames: int, ms: list[float]) -> Row:
-    p50 = statistics.median(ms)
-    p95 = float(np.percentile(ms, 95))
+    p50, p95 = pct(ms, 0.5), pct(ms, 0.95)
     return {"name": name, "batch": batch, "p50_ms": round(p50, 3), "p95_ms": round(p95, 3),
             "frames_per_s": round(frames * batch / (p50 / 1000.0), 1)}
 

@@ -1,21 +1,45 @@
 """The server as its own process, as deployed, for the benchmarks that talk to it over WebRTC.
 
-`running_server(config_toml)` writes the TOML, starts `python -m rtc_server --config ...`,
-waits for its "rtc-avatar ... at http://..." line (the models load first) and stops it at
-the end; the peer in the benchmark's process restricts its ICE candidates to 127.0.0.1.
+`agent_toml(port, agent=..., llm=...)` is the benchmarks' server configuration: agent mode on
+127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
+and, when `llm` is given, an `[llm]` section. `running_server(config_toml)` writes the TOML,
+starts `python -m rtc_server --config ...`, waits for its "rtc-avatar ... at http://..." line
+(the models load first) and stops it at the end; the peer in the benchmark's process
+restricts its ICE candidates to 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 900  # the first start assembles and loads every model
+Table = Mapping[str, str | int | float | bool]
+
+
+def _lines(section: str, keys: Table) -> list[str]:
+    def value(v: str | int | float | bool) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+    return [f"[{section}]", *(f"{key} = {value(v)}" for key, v in keys.items())]
+
+
+def agent_toml(port: int, agent: Table | None = None, llm: Table | None = None) -> str:
+    """The server's TOML for a benchmark (see the module docstring)."""
+    lines = [
+        *_lines("server", {"mode": "agent", "port": port, "log_level": "WARNING"}),
+        *_lines("ice", {"loopback_only": True}),
+        *_lines("agent", {"greeting": "", **(agent or {})}),
+    ]
+    if llm is not None:
+        lines += _lines("llm", llm)
+    return "\n".join(lines) + "\n"
 
 
 @asynccontextmanager

@@ -1,8 +1,11 @@
-"""Small statistics shared by the benchmarks (percentiles over repeated runs)."""
+"""What the benchmarks share for their results: percentiles over repeated runs (`pct`) and
+the table on stdout with the raw results as JSON beside it (`publish`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -13,3 +16,11 @@ def pct(values: Sequence[float], q: float) -> float:
     k = (len(ordered) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def publish(table: str, results: object, json_path: str | None) -> int:
+    """Print `table`; also write `results` to `json_path` when given. The CLI's exit code."""
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=1))
+    print(table)
+    return 0

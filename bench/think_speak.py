@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stats import pct  # noqa: E402
 from engines.llm import ChatMessage  # noqa: E402
 from engines.llm.local import TransformersLLM  # noqa: E402
 from engines.llm.personas import system_prompt  # noqa: E402
@@ -49,15 +50,6 @@ CLAUSES = {
         "phone number we can reach you on."
     ),
 }
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def row(name: str, values: Sequence[float], unit: str, scale: float = 1.0) -> str:

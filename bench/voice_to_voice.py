@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.server_process import Table, agent_toml, running_server  # noqa: E402
+from bench.stats import pct, publish  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
@@ -61,10 +61,6 @@ STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
           "face_first_frame", "first_audio_sent")
 LEAD_S = 0.6
 QUIET_RMS = 150.0
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
 
 
 def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | None]:
@@ -118,52 +114,12 @@ async def one_question(
     }
 
 
-CONFIG = """
-[server]
-mode = "agent"
-port = {port}
-log_level = "WARNING"
-[ice]
-loopback_only = true
-[agent]
-greeting = ""
-{extra_agent}
-[llm]
-seed = 1234
-temperature = 0.0
-{extra_llm}
-"""
-
-
-REPO = Path(__file__).resolve().parents[1]
-EXTRA_LLM = ""  # extra [llm] lines (set from --llm-threads)
-EXTRA_AGENT = ""  # extra [agent] lines (set from --first-chunk-max-chars)
-
-
-async def start_server(port: int, config_path: str) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rtc_server", "--config", config_path,
-        cwd=REPO, stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 900)  # models load first
-    if not line.startswith(b"rtc-avatar"):
-        raise RuntimeError(f"server did not start: {line!r}")
-    return process
-
-
-async def run(n: int, port: int, paused: bool) -> list[dict[str, object]]:
-    with tempfile.NamedTemporaryFile("w", suffix=".toml") as config_file:
-        config_file.write(
-            CONFIG.format(port=port, extra_llm=EXTRA_LLM, extra_agent=EXTRA_AGENT)
-        )
-        config_file.flush()
-        server = await start_server(port, config_file.name)
-        try:
-            return await ask_all(n, f"http://127.0.0.1:{port}", paused)
-        finally:
-            server.terminate()
-            await server.wait()
+async def run(
+    n: int, port: int, paused: bool, agent: Table, llm: Table,
+) -> list[dict[str, object]]:
+    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm})
+    async with running_server(config):
+        return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
 
 async def ask_all(n: int, url: str, paused: bool) -> list[dict[str, object]]:
@@ -200,28 +156,28 @@ def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
         "| metric | p50 | p95 |",
         "| --- | --- | --- |",
         f"| voice-to-voice (end of peer speech -> first agent audio received), ms | "
-        f"{pct(v2v, 50):.0f} | {pct(v2v, 95):.0f} |",
+        f"{pct(v2v, 0.5):.0f} | {pct(v2v, 0.95):.0f} |",
     ]
     eot = [-float(r["marks_ms"]["voice_end"]) for r in results  # type: ignore[index]
            if "voice_end" in r["marks_ms"]]  # type: ignore[operator]
-    lines.append(f"| end of turn (endpoint after the end of the voice), ms | {pct(eot, 50):.0f} "
-                 f"| {pct(eot, 95):.0f} |")
+    lines.append(f"| end of turn (endpoint after the end of the voice), ms | {pct(eot, 0.5):.0f} "
+                 f"| {pct(eot, 0.95):.0f} |")
     for stage in ("voice_end", *STAGES):
         values = [float(r["marks_ms"][stage]) for r in results  # type: ignore[index]
                   if stage in r["marks_ms"]]  # type: ignore[operator]
-        lines.append(f"| {stage} (ms after endpoint) | {pct(values, 50):.0f} | "
-                     f"{pct(values, 95):.0f} |")
-    lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 50):.0f} | "
-                 f"{pct(lags, 95):.0f} |")
+        lines.append(f"| {stage} (ms after endpoint) | {pct(values, 0.5):.0f} | "
+                     f"{pct(values, 0.95):.0f} |")
+    lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 0.5):.0f} | "
+                 f"{pct(lags, 0.95):.0f} |")
     corr = [float(r["av_corr"]) for r in results]
-    lines.append(f"| mouth/voice correlation at best lag | {pct(corr, 50):.2f} | "
-                 f"{pct(corr, 5):.2f} (p5) |")
+    lines.append(f"| mouth/voice correlation at best lag | {pct(corr, 0.5):.2f} | "
+                 f"{pct(corr, 0.05):.2f} (p5) |")
     fps = [float(r["fps"]) for r in results]
     worst = [float(r["fps_worst_1s"]) for r in results]
-    lines.append(f"| received video fps (whole exchange) | {pct(fps, 50):.1f} | "
-                 f"{pct(fps, 5):.1f} (p5) |")
-    lines.append(f"| received video fps, worst 1 s window | {pct(worst, 50):.0f} | "
-                 f"{pct(worst, 5):.0f} (p5) |")
+    lines.append(f"| received video fps (whole exchange) | {pct(fps, 0.5):.1f} | "
+                 f"{pct(fps, 0.05):.1f} (p5) |")
+    lines.append(f"| received video fps, worst 1 s window | {pct(worst, 0.5):.0f} | "
+                 f"{pct(worst, 0.05):.0f} (p5) |")
     lines.append(f"\n{len(v2v)}/{len(results)} answers heard.")
     if args.set == "paused":
         cuts = sum(bool(r["cut_off"]) for r in results)
@@ -244,19 +200,12 @@ def main() -> int:
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
     args = parser.parse_args()
     setup_logging("INFO")
-    global EXTRA_LLM, EXTRA_AGENT
-    EXTRA_LLM = "\n".join(
-        f"{key} = {value}" for key, value in
-        (("threads", args.llm_threads), ("batch_threads", args.llm_batch_threads))
-        if value is not None
-    )
-    if args.first_chunk_max_chars is not None:
-        EXTRA_AGENT = f"first_chunk_max_chars = {args.first_chunk_max_chars}"
-    results = asyncio.run(run(args.questions, args.port, args.set == "paused"))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    print(report(results, args))
-    return 0
+    options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
+    llm = {key: value for key, value in options.items() if value is not None}
+    agent = ({} if args.first_chunk_max_chars is None
+             else {"first_chunk_max_chars": args.first_chunk_max_chars})
+    results = asyncio.run(run(args.questions, args.port, args.set == "paused", agent, llm))
+    return publish(report(results, args), results, args.json)
 
 
 if __name__ == "__main__":
