@@ -29,7 +29,7 @@ from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
 from engines.llm.history import fit_history
 from engines.llm.model_files import resolve_gguf
 from engines.llm.prompt import PromptBuilder
-from engines.llm.stops import StopFilter
+from engines.llm.stops import until_stop
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class LlamaCppLLM:
 
     def warm_up(self) -> None:
         """Evaluate the system prompt once, so the first user only prefills their words."""
-        for _ in self._generate([ChatMessage("user", "Hello")], 1, (), threading.Event()):
+        for _ in self._generate([ChatMessage("user", "Hello")], 1, threading.Event()):
             pass
 
     # --- ChatLLM -------------------------------------------------------------------------------
@@ -145,9 +145,8 @@ class LlamaCppLLM:
             raise InvalidInputError(f"max_new_tokens must be > 0, got {max_new_tokens}")
         if not messages or not any(m.content.strip() for m in messages if m.role == "user"):
             raise InvalidInputError("no user message to answer")
-        return self._thread.stream(
-            lambda cancel: self._generate(messages, max_new_tokens, stop, cancel)
-        )
+        job = self._thread.stream(lambda cancel: self._generate(messages, max_new_tokens, cancel))
+        return until_stop(job, stop)
 
     def close(self) -> None:
         self._thread.close()
@@ -162,7 +161,6 @@ class LlamaCppLLM:
         self,
         messages: Sequence[ChatMessage],
         max_new_tokens: int,
-        stop: Sequence[str],
         cancel: threading.Event,
     ) -> Iterator[str]:
         ids, template_stops = self.prompt_tokens(messages)
@@ -182,22 +180,13 @@ class LlamaCppLLM:
             prompt=ids, stream=True, max_tokens=max_new_tokens, stop=template_stops,
             **self._sampling,
         )
-        stops = StopFilter(stop)
         try:
             for chunk in chunks:
                 self.generated_tokens += 1
                 if cancel.is_set():
                     return
-                delta = chunk["choices"][0]["text"]
-                if delta:
-                    out = stops.feed(delta)
-                    if out:
-                        yield out
-                    if stops.stopped:
-                        return
-            tail = stops.flush()
-            if tail:
-                yield tail
+                if delta := chunk["choices"][0]["text"]:
+                    yield delta
         except (RuntimeError, ValueError) as exc:  # llama_decode failures
             raise LLMError(f"generation failed: {exc}") from exc
         finally:

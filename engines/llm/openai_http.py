@@ -30,7 +30,7 @@ from engines.llm.base import ChatMessage
 from engines.llm.errors import InvalidInputError, LLMError, LLMTimeoutError
 from engines.llm.history import approx_tokens, fit_history
 from engines.llm.prompt import PromptBuilder
-from engines.llm.stops import StopFilter
+from engines.llm.stops import until_stop
 
 logger = logging.getLogger(__name__)
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -101,21 +101,19 @@ class OpenAIChatLLM:
         }
         if stop:
             body["stop"] = list(stop)[:4]  # the API accepts at most 4
-        stops = StopFilter(stop)  # also enforced here: not every server honours "stop"
+        # Also enforced here: not every server honours "stop".
+        async for text in until_stop(self._attempts(body), stop):
+            yield text
+
+    async def _attempts(self, body: dict[str, Any]) -> AsyncGenerator[str, None]:
+        """The answer's deltas, retried while no text has come (see the module docstring)."""
         attempt = 0
         while True:
             got_text = False
             try:
                 async for delta in self._attempt(body):
                     got_text = True
-                    out = stops.feed(delta)
-                    if out:
-                        yield out
-                    if stops.stopped:
-                        return
-                tail = stops.flush()
-                if tail:
-                    yield tail
+                    yield delta
                 return
             except _Retryable as exc:
                 if got_text or attempt >= self._retries:

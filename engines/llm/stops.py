@@ -1,11 +1,14 @@
 """Stop strings for streamed text: cut the answer before the first stop string.
 
 Text that could be the start of a stop string is held back until the next delta tells.
+`until_stop(deltas, stop)` is how every engine applies them to its stream: at the stop string
+it closes the stream it reads (a decode thread stops at its next token, a connection closes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 
 
 class StopFilter:
@@ -41,3 +44,18 @@ class StopFilter:
         """End of stream: release held-back text (it was not a stop string after all)."""
         held, self._held = self._held, ""
         return "" if self.stopped else held
+
+
+async def until_stop(
+    deltas: AsyncGenerator[str, None], stop: Sequence[str]
+) -> AsyncGenerator[str, None]:
+    """The text of `deltas` up to the first of `stop` (see the module docstring)."""
+    stops = StopFilter(stop)
+    async with aclosing(deltas):
+        async for delta in deltas:
+            if text := stops.feed(delta):
+                yield text
+            if stops.stopped:
+                return
+    if tail := stops.flush():
+        yield tail

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
 from engines.llm.history import PER_MESSAGE_OVERHEAD, approx_tokens, fit_history
 from engines.llm.personas import PERSONAS, system_prompt
 from engines.llm.resilience import AnswerCache
-from engines.llm.stops import StopFilter
+from engines.llm.stops import StopFilter, until_stop
 
 
 def words(text: str) -> int:
@@ -77,6 +77,25 @@ def test_stop_filter(deltas: list[str], stops: list[str], expected: str) -> None
     f = StopFilter(stops)
     out = "".join(f.feed(d) for d in deltas) + f.flush()
     assert out == expected
+
+
+async def test_until_stop_closes_the_stream_it_reads_at_the_stop_string() -> None:
+    """The engines apply stop strings outside their decode loop: the loop must still end at
+    the stop string (its stream closed), not run on to max_new_tokens."""
+    read: list[str] = []
+    closed = asyncio.Event()
+
+    async def deltas() -> AsyncGenerator[str, None]:
+        try:
+            for d in ["Hello", " there", ", how", " ca", "n", " I", " help"]:
+                read.append(d)
+                yield d
+        finally:
+            closed.set()
+
+    out = [text async for text in until_stop(deltas(), [" can"])]
+    assert "".join(out) == "Hello there, how" and closed.is_set()
+    assert read == ["Hello", " there", ", how", " ca", "n"]
 
 
 def test_personas_say_who_they_are() -> None:
