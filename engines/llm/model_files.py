@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.cache import cache_dir
+from engines.cache import cache_dir, join_parts
 from engines.llm.errors import ModelLoadError
-from engines.progress import Progress, load_step
+from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
-_CHUNK = 8 << 20
 _GGUF_MAGIC = b"GGUF"
 
 
@@ -87,23 +86,11 @@ def assemble(model: BundledGGUF) -> Path:
     total = sum(p.stat().st_size for p in parts)
     if total != model.size:
         raise ModelLoadError(f"{model.name}: chunks hold {total} bytes, expected {model.size}")
-    digest = hashlib.sha256()
     tmp = target.with_suffix(f".tmp{os.getpid()}")
-    progress = Progress(logger, f"assembling {model.name} GGUF", total)
-    done = 0
-    with tmp.open("wb") as out:
-        for part in parts:
-            with part.open("rb") as f:
-                while block := f.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-                    done += len(block)
-                    progress.update(done)
-    if digest.hexdigest() != model.sha256:
+    sha256 = join_parts(parts, tmp, f"assembling {model.name} GGUF", logger)
+    if sha256 != model.sha256:
         tmp.unlink(missing_ok=True)
-        raise ModelLoadError(
-            f"{model.name}: GGUF sha256 {digest.hexdigest()} does not match {model.sha256}"
-        )
+        raise ModelLoadError(f"{model.name}: GGUF sha256 {sha256} does not match {model.sha256}")
     os.replace(tmp, target)
     return target
 
