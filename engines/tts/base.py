@@ -1,8 +1,10 @@
 """Text-to-speech contract: text chunk -> PCM with phoneme timings.
 
 Timings drive the face model's training targets and the viseme checks; PCM is int16 mono at the
-voice's own rate (the media edge resamples to 48 kHz). `join_speech` joins a TTS's sentences
-into one `Speech`; `resample_speech` brings one to another rate with its timings.
+voice's own rate (the media edge resamples to 48 kHz). `synthesize` raises InvalidInputError
+for a text that is not a `str` and yields nothing for one without speech (`has_speech`, the
+check every voice runs first). `join_speech` joins a TTS's sentences into one `Speech`;
+`resample_speech` brings one to another rate with its timings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from engines.pcm import resample
+from engines.tts.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,13 @@ class Speech:
     @property
     def duration_s(self) -> float:
         return len(self.pcm) / self.sample_rate
+
+
+def has_speech(text: str) -> bool:
+    """Whether a voice has anything to say for `text`; InvalidInputError if it is no `str`."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"text must be str, got {type(text).__name__}")
+    return bool(text.strip())
 
 
 def join_speech(parts: Sequence[Speech], text: str | None = None) -> Speech:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.tts.base import Speech
+from engines.tts.base import Speech, has_speech
 from engines.tts.errors import InvalidInputError, ModelLoadError, TTSError
 from engines.tts.phonemes import segments_to_timings
 
@@ -142,9 +142,7 @@ class EspeakTTS:
 
     def synthesize(self, text: str) -> Iterator[Speech]:
         """Yield one `Speech` for the whole text (espeak is fast enough not to split it)."""
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text must be str, got {type(text).__name__}")
-        if not text.strip():
+        if not has_speech(text):
             return
         data = text.encode("utf-8")
         with self._lib.lock:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engines.progress import load_step
-from engines.tts.base import Speech
+from engines.tts.base import Speech, has_speech
 from engines.tts.errors import InvalidInputError, ModelLoadError, TTSError
 from engines.tts.phonemes import segments_to_timings
 
@@ -66,9 +66,7 @@ class PiperTTS:
 
     def synthesize(self, text: str) -> Iterator[Speech]:
         """Yield one `Speech` per sentence of `text` (nothing for text without speech)."""
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text must be str, got {type(text).__name__}")
-        if not text.strip():
+        if not has_speech(text):
             return
         try:
             chunks = self._voice.synthesize(
