@@ -26,7 +26,8 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, ParamSpec
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from engines.cache import cache_dir
 from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech, resample_speech
 
 Engine = Literal["piper", "espeak"]
+P = ParamSpec("P")
 _CACHE_VERSION = 2  # bump when the engines' output format or the cache layout changes
 _BABBLE_LINES = (
     "The meeting moved to Thursday afternoon because the room was booked.",
@@ -110,16 +112,15 @@ def _native(
     return speech
 
 
-def synth(
-    text: str,
-    engine: Engine = "piper",
-    sample_rate: int = 16000,
-    voice: str | None = None,
-    speed: float = 1.0,
-    pitch: int | None = None,
-) -> np.ndarray:
-    """int16 mono PCM of `text` spoken by `engine` at `sample_rate` (cached on disk)."""
-    return synth_with_timings(text, engine, sample_rate, voice, speed, pitch).pcm
+def _pcm_only(speak: Callable[P, Speech]) -> Callable[P, np.ndarray]:
+    def pcm(*args: P.args, **kwargs: P.kwargs) -> np.ndarray:
+        return speak(*args, **kwargs).pcm
+
+    pcm.__doc__ = "int16 mono PCM of `text` spoken by `engine` at `sample_rate` (cached on disk)."
+    return pcm
+
+
+synth = _pcm_only(synth_with_timings)
 
 
 def voiced_bounds(pcm: np.ndarray, frame: int = 160) -> tuple[int, int]:
@@ -147,13 +148,17 @@ def _babble(sample_rate: int) -> np.ndarray:
     return mix
 
 
+def _looped(base: np.ndarray, start: int, n: int) -> np.ndarray:
+    """`n` samples of `base` played in a loop, from sample `start`."""
+    return np.tile(base, -(-(start + n) // len(base)))[start : start + n]
+
+
 def babble(duration_s: float, dbfs: float = -25.0, seed: int = 0,
            sample_rate: int = 16000) -> np.ndarray:
     """`duration_s` of babble (six espeak-ng talkers, looped) at an RMS of `dbfs`; int16."""
     base = _babble(sample_rate)
-    n = int(duration_s * sample_rate)
     start = int(np.random.default_rng(seed).integers(0, len(base)))
-    mix = np.tile(base, -(-(start + n) // len(base)))[start : start + n]
+    mix = _looped(base, start, int(duration_s * sample_rate))
     mix *= 10 ** (dbfs / 20) * 32768 / max(float(np.sqrt(np.mean(mix**2))), 1e-9)
     return np.clip(np.round(mix), -32768, 32767).astype(np.int16)
 
@@ -200,9 +205,7 @@ def add_noise(
         noise = rng.standard_normal(len(signal))
     elif kind == "babble":
         base = _babble(sample_rate)
-        start = int(rng.integers(0, len(base)))
-        reps = -(-(start + len(signal)) // len(base))
-        noise = np.tile(base, reps)[start : start + len(signal)]
+        noise = _looped(base, int(rng.integers(0, len(base))), len(signal))
     else:
         raise ValueError(f"unknown noise kind {kind!r}")
     p_signal = float(np.mean(signal**2)) if len(signal) else 0.0

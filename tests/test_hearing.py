@@ -2,9 +2,10 @@
 stale verdicts dropped, the long limit without a verdict, and the ASR stream driven by the
 endpointer (feed, pause, finish; no silence fed after a pause).
 
-A level detector stands in for webrtcvad (a frame is speech when it is not all zeros), so the
-audio states exactly where the user speaks; frames are pushed faster than real time, and a
-test waits only where the verdict has to come back from the turn executor.
+A level detector (`tests.support.fakes`) stands in for webrtcvad (a frame is speech when it is
+not all zeros), so the audio states exactly where the user speaks; frames are pushed faster
+than real time, and a test waits only where the verdict has to come back from the turn
+executor.
 """
 
 from __future__ import annotations
@@ -16,22 +17,17 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 import pytest
 
-import rtc_server.hearing as hearing_module
 from engines.asr.base import PauseText
 from engines.turn import TurnConfig
-from engines.vad import Endpointer, VadConfig
+from engines.vad import VadConfig
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
 from rtc_server.hearing import Hearing, Utterance
 from rtc_server.tasks import TaskSet
+from tests.support.fakes import FakeASR, use_level_detector
 
 SR = 16000
 FRAME = 320
-
-
-class LevelDetector:
-    def is_speech(self, frame: np.ndarray) -> bool:
-        return bool(np.any(frame))
 
 
 class FakeStream:
@@ -59,16 +55,6 @@ class FakeStream:
     def fed_after_last_pause(self) -> int:
         last = max(i for i, (op, _) in enumerate(self.ops) if op == "pause")
         return sum(n for op, n in self.ops[last:] if op == "feed")
-
-
-class FakeASR:
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-        self.streams: list[FakeStream] = []
-
-    def open(self) -> FakeStream:
-        self.streams.append(FakeStream(self.texts))
-        return self.streams[-1]
 
 
 class FakeTurnModel:
@@ -119,7 +105,9 @@ class Recorder:
 
 
 class Rig:
-    def __init__(self, asr: FakeASR, model: FakeTurnModel | None, turn: TurnConfig) -> None:
+    def __init__(
+        self, asr: FakeASR[FakeStream], model: FakeTurnModel | None, turn: TurnConfig
+    ) -> None:
         self.asr, self.model = asr, model
         self.clock = MediaClock()
         self.clock.start()
@@ -155,10 +143,7 @@ async def until(predicate: Callable[[], bool], within_s: float = 3.0) -> None:
 
 @pytest.fixture(autouse=True)
 def level_detector(monkeypatch: pytest.MonkeyPatch) -> None:
-    def endpointer(config: VadConfig, max_silence_ms: int | None = None) -> Endpointer:
-        return Endpointer(config, LevelDetector(), max_silence_ms)
-
-    monkeypatch.setattr(hearing_module, "create_endpointer", endpointer)
+    use_level_detector(monkeypatch)
 
 
 @pytest.fixture
@@ -171,7 +156,7 @@ async def rigs() -> AsyncIterator[list[Rig]]:
 
 def rig(rigs: list[Rig], texts: list[str], model: FakeTurnModel | None,
         turn: TurnConfig | None = None) -> Rig:
-    rigs.append(Rig(FakeASR(texts), model, turn or TurnConfig()))
+    rigs.append(Rig(FakeASR(lambda: FakeStream(texts)), model, turn or TurnConfig()))
     return rigs[-1]
 
 

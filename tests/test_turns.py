@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-import rtc_server.hearing as hearing_module
 from engines.asr.base import PauseText
 from engines.llm.base import ChatMessage
 from engines.tts.base import PhonemeTiming, Speech
@@ -36,53 +34,17 @@ from rtc_server.engine_set import Engines, Pools
 from rtc_server.hearing import Utterance
 from rtc_server.metrics import Metrics
 from rtc_server.session import Session
+from tests.support.fakes import (
+    FakeASR,
+    InlineExecutor,
+    ScriptedLLM,
+    use_level_detector,
+    words,
+)
 
 RATE = 16000
 WORD_S = 0.08  # the fake voice: 80 ms per word, 20 ms gaps
 REPLY = "Sure. The answer is forty two, and that is all. Anything else?"
-
-
-class InlineExecutor(Executor):
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            future.set_exception(exc)
-        return future
-
-
-class FakeLLM:
-    def __init__(self, reply: str = REPLY) -> None:
-        self.reply = reply
-        self.calls: list[list[ChatMessage]] = []
-        self.closed_early = 0
-        self.release = asyncio.Event()
-        self.release.set()
-        self.fail = False
-        self.stall_after: int | None = None  # words; then it waits for ever (a slow model)
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
-    ) -> AsyncIterator[str]:
-        self.calls.append(list(messages))
-        done = False
-        try:
-            await self.release.wait()
-            if self.fail:
-                raise RuntimeError("model exploded")
-            for i, word in enumerate(self.reply.split(" ")):
-                if i == self.stall_after:
-                    await asyncio.Event().wait()
-                yield word + " "
-                await asyncio.sleep(0)
-            done = True
-        finally:
-            if not done:
-                self.closed_early += 1
-
-    def close(self) -> None:
-        pass
 
 
 class FakeTTS:
@@ -130,22 +92,6 @@ class FakeStream:
         return " ".join(["word"] * (self.samples // (RATE // 10)))
 
 
-class FakeASR:
-    def __init__(self) -> None:
-        self.streams: list[FakeStream] = []
-
-    def open(self) -> FakeStream:
-        self.streams.append(FakeStream())
-        return self.streams[-1]
-
-
-class LevelDetector:
-    """Speech is whatever is not digital silence (the audio says where the user speaks)."""
-
-    def is_speech(self, frame: np.ndarray) -> bool:
-        return bool(np.any(frame))
-
-
 class _Still:
     def frame(self, index: int, offsets: np.ndarray | None = None) -> np.ndarray:
         return np.zeros((64, 64, 3), np.uint8)
@@ -153,10 +99,10 @@ class _Still:
 
 class Harness:
     def __init__(self, **agent: Any) -> None:
-        self.llm, self.tts, self.timer = FakeLLM(), FakeTTS(), FakeTimer()
+        self.llm, self.tts, self.timer = ScriptedLLM(words(REPLY)), FakeTTS(), FakeTimer()
         inline = InlineExecutor()
         self.engines = Engines(
-            asr=FakeASR(), llm=self.llm, tts=self.tts, face=FakeFace(),  # type: ignore[arg-type]
+            asr=FakeASR(FakeStream), llm=self.llm, tts=self.tts, face=FakeFace(),  # type: ignore[arg-type]
             make_smoother=lambda: None,
             pools=Pools(asr=inline, tts=inline, face=inline, render=inline),  # type: ignore[arg-type]
         )
@@ -227,12 +173,7 @@ class Harness:
 
 @pytest.fixture(autouse=True)
 def level_detector(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engines.vad import Endpointer, VadConfig
-
-    def endpointer(config: VadConfig, max_silence_ms: int | None = None) -> Endpointer:
-        return Endpointer(config, LevelDetector(), max_silence_ms)
-
-    monkeypatch.setattr(hearing_module, "create_endpointer", endpointer)
+    use_level_detector(monkeypatch)
 
 
 @pytest.fixture
@@ -416,7 +357,7 @@ async def test_without_resume_every_barge_in_ends_the_answer() -> None:
 
 
 async def test_a_failing_llm_is_answered_with_an_apology(h: Harness) -> None:
-    h.llm.fail = True
+    h.llm.deltas, h.llm.error = [], RuntimeError("model exploded")
     await h.ask(1, "Hello?")
     await h.listen(3.0)
     assert any("Sorry" in t for t in h.tts.texts)
@@ -439,7 +380,7 @@ async def test_an_utterance_and_its_answer_share_one_turn_id(h: Harness) -> None
 
 
 async def test_interrupt_returns_once_every_task_of_the_turn_has_stopped(h: Harness) -> None:
-    h.llm.reply = "One, two, three, four, five, six, seven, eight."
+    h.llm.deltas = words("One, two, three, four, five, six, seven, eight.")
     h.llm.stall_after = 6
     await h.ask(1, "Talk.")
     await h.listen(0.3)

@@ -3,12 +3,13 @@ answer with the persona's "I don't have that information", whatever the delta bo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from engines.llm import ChatMessage, LLMConfig, Notice
 from engines.llm.grounding import GroundedLLM, figures
+from tests.support.fakes import ScriptedLLM
 
 FACTS = (
     "The customer line is 0800 123 4567. Branches open from 9:00 to 13:00 on Saturday. "
@@ -17,26 +18,8 @@ FACTS = (
 UNKNOWN = "Actually, I don't have that information."
 
 
-class Words:
-    def __init__(self, deltas: Sequence[str]) -> None:
-        self.deltas = deltas
-        self.closed = False
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
-    ) -> AsyncIterator[str]:
-        try:
-            for delta in self.deltas:
-                yield delta
-        finally:
-            self.closed = True
-
-    def close(self) -> None:
-        pass
-
-
 async def said(deltas: Sequence[str], question: str = "Tell me.") -> list[str]:
-    llm = GroundedLLM(Words(deltas), FACTS, UNKNOWN)
+    llm = GroundedLLM(ScriptedLLM(deltas), FACTS, UNKNOWN)
     return [d async for d in llm.stream([ChatMessage("user", question)], max_new_tokens=50)]
 
 

@@ -18,6 +18,7 @@ from engines.llm.errors import InvalidInputError, ModelLoadError
 from engines.llm.llama import LlamaCppLLM
 from engines.llm.model_files import resolve_gguf
 from engines.llm.prompt import PromptBuilder
+from tests.support.llm import answer, cancel_parked
 
 pytestmark = pytest.mark.slow
 
@@ -29,10 +30,6 @@ def llm() -> LlamaCppLLM:
     )
     yield engine  # type: ignore[misc]
     engine.close()
-
-
-async def answer(llm: LlamaCppLLM, messages: list[ChatMessage], n: int = 32) -> str:
-    return "".join([d async for d in llm.stream(messages, max_new_tokens=n)])
 
 
 async def test_streams_an_answer_with_only_its_own_words_prefilled(llm: LlamaCppLLM) -> None:
@@ -60,23 +57,7 @@ async def test_the_next_turn_reuses_the_cached_prefix_and_sees_the_history(
 
 async def test_cancelling_stops_within_a_token(llm: LlamaCppLLM) -> None:
     before = llm.generated_tokens
-    got: list[str] = []
-
-    async def consume() -> None:
-        async for delta in llm.stream(
-            [ChatMessage("user", "Tell me a long story about a lighthouse keeper.")],
-            max_new_tokens=150,
-        ):
-            got.append(delta)
-            if len(got) == 3:
-                await asyncio.Event().wait()  # parked here until cancelled
-
-    task = asyncio.ensure_future(consume())
-    while len(got) < 3:  # noqa: ASYNC110 - observing the consumer task
-        await asyncio.sleep(0.01)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_parked(llm, "Tell me a long story about a lighthouse keeper.", 3, 150)
     await asyncio.to_thread(llm.drain)  # the decode thread finished whatever it was doing
     # Three handed over, a few more decoded while the consumer sat parked; far from 150.
     assert llm.generated_tokens - before < 20

@@ -16,6 +16,7 @@ import pytest
 from engines.llm import ChatMessage
 from engines.llm.local import TransformersLLM
 from engines.llm.prompt import PromptBuilder
+from tests.support.llm import answer, cancel_parked
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +29,6 @@ def llm() -> Iterator[TransformersLLM]:
     )
     yield engine
     engine.close()
-
-
-async def answer(
-    llm: TransformersLLM, messages: list[ChatMessage], n: int = 24, **kw: object
-) -> str:
-    return "".join([d async for d in llm.stream(messages, max_new_tokens=n, **kw)])  # type: ignore[arg-type]
 
 
 async def test_streams_an_answer(llm: TransformersLLM) -> None:
@@ -57,22 +52,7 @@ async def test_next_turn_prefills_only_new_tokens(llm: TransformersLLM) -> None:
 
 
 async def test_cancel_stops_the_decode(llm: TransformersLLM) -> None:
-    got: list[str] = []
-
-    async def consume() -> None:
-        async for delta in llm.stream(
-            [ChatMessage("user", "Count from one to one hundred.")], max_new_tokens=200
-        ):
-            got.append(delta)
-            if len(got) == 3:
-                await asyncio.Event().wait()
-
-    task = asyncio.ensure_future(consume())
-    while len(got) < 3:  # noqa: ASYNC110 - observing the consumer task
-        await asyncio.sleep(0.01)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    got = await cancel_parked(llm, "Count from one to one hundred.", 3, 200)
     # The decode thread is free again: the next answer comes (it would wait 200 tokens).
     assert await answer(llm, [ChatMessage("user", "Say hi.")], 4)
     assert len(got) == 3

@@ -18,6 +18,7 @@ from engines.llm.history import PER_MESSAGE_OVERHEAD, approx_tokens, fit_history
 from engines.llm.personas import PERSONAS, system_prompt
 from engines.llm.resilience import AnswerCache
 from engines.llm.stops import StopFilter, until_stop
+from tests.support.fakes import ScriptedLLM
 
 
 def words(text: str) -> int:
@@ -106,38 +107,6 @@ def test_personas_say_who_they_are() -> None:
         system_prompt("pirate")
 
 
-class Scripted:
-    """Fake ChatLLM: waits `delay` s, then yields `deltas` `gap` s apart (or raises `error`)."""
-
-    def __init__(
-        self, deltas: Sequence[str], delay: float = 0.0, error: Exception | None = None,
-        gap: float = 0.0,
-    ) -> None:
-        self.deltas, self.delay, self.error, self.gap = deltas, delay, error, gap
-        self.calls = 0
-        self.closed = asyncio.Event()  # the stream was closed or cancelled before its end
-        self.finished = False
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
-    ) -> AsyncIterator[str]:
-        self.calls += 1
-        try:
-            await asyncio.sleep(self.delay)
-            for d in self.deltas:
-                yield d
-                await asyncio.sleep(self.gap)
-            if self.error:
-                raise self.error
-            self.finished = True
-        finally:
-            if not self.finished:
-                self.closed.set()
-
-    def close(self) -> None:
-        pass
-
-
 MSGS = [ChatMessage("user", "What are your opening hours?")]
 
 
@@ -146,12 +115,12 @@ async def collect(llm: ResilientLLM, messages: list[ChatMessage] = MSGS) -> list
 
 
 async def test_fast_answer_passes_through_untouched() -> None:
-    out = await collect(ResilientLLM(Scripted(["Hi", " there."]), first_token_deadline_s=1.0))
+    out = await collect(ResilientLLM(ScriptedLLM(["Hi", " there."]), first_token_deadline_s=1.0))
     assert out == ["Hi", " there."] and not any(isinstance(d, Notice) for d in out)
 
 
 async def test_holding_phrase_after_the_deadline_then_the_answer() -> None:
-    llm = ResilientLLM(Scripted(["Late", " answer."], delay=0.3), first_token_deadline_s=0.05,
+    llm = ResilientLLM(ScriptedLLM(["Late", " answer."], delay=0.3), first_token_deadline_s=0.05,
                        holding_phrase="One moment.")
     out = await collect(llm)
     assert out == ["One moment. ", "Late", " answer."]
@@ -159,7 +128,7 @@ async def test_holding_phrase_after_the_deadline_then_the_answer() -> None:
 
 
 async def test_no_answer_by_the_deadline_is_an_apology_and_stops_the_engine() -> None:
-    inner = Scripted(["Too", " late."], delay=5.0)
+    inner = ScriptedLLM(["Too", " late."], delay=5.0)
     llm = ResilientLLM(inner, first_token_deadline_s=0.02, answer_deadline_s=0.1,
                        holding_phrase="One moment.", apology="Sorry.")
     out = await collect(llm)
@@ -169,27 +138,27 @@ async def test_no_answer_by_the_deadline_is_an_apology_and_stops_the_engine() ->
 
 
 async def test_a_stall_mid_answer_ends_it_where_it_is() -> None:
-    inner = Scripted(["Part", " one", " never"], gap=1.0)
+    inner = ScriptedLLM(["Part", " one", " never"], gap=1.0)
     llm = ResilientLLM(inner, stall_timeout_s=0.1)
     assert await collect(llm) == ["Part"]
     assert inner.closed.is_set()
 
 
 async def test_failure_before_any_text_gives_the_apology() -> None:
-    llm = ResilientLLM(Scripted([], error=LLMError("boom")), apology="Sorry about that")
+    llm = ResilientLLM(ScriptedLLM([], error=LLMError("boom")), apology="Sorry about that")
     out = await collect(llm)
     assert out == ["Sorry about that "] and isinstance(out[0], Notice) and out[0].kind == "apology"
     # An empty answer is silence too.
-    assert await collect(ResilientLLM(Scripted([]), apology="Sorry.")) == ["Sorry. "]
+    assert await collect(ResilientLLM(ScriptedLLM([]), apology="Sorry.")) == ["Sorry. "]
 
 
 async def test_failure_after_text_ends_the_answer_quietly() -> None:
-    out = await collect(ResilientLLM(Scripted(["Part", " one"], error=LLMError("boom"))))
+    out = await collect(ResilientLLM(ScriptedLLM(["Part", " one"], error=LLMError("boom"))))
     assert out == ["Part", " one"]
 
 
 async def test_leaving_the_loop_reaches_the_inner_engine() -> None:
-    inner = Scripted(["a"] * 100, gap=0.01)
+    inner = ScriptedLLM(["a"] * 100, gap=0.01)
     llm = ResilientLLM(inner, first_token_deadline_s=5)
     got = []
     stream = llm.stream(MSGS, max_new_tokens=10)
@@ -202,7 +171,7 @@ async def test_leaving_the_loop_reaches_the_inner_engine() -> None:
 
 
 async def test_cancelling_the_consumer_reaches_the_inner_engine() -> None:
-    inner = Scripted(["a"] * 100, delay=10.0)
+    inner = ScriptedLLM(["a"] * 100, delay=10.0)
     llm = ResilientLLM(inner, first_token_deadline_s=5)
     task = asyncio.ensure_future(collect(llm))
     await asyncio.sleep(0.05)
@@ -219,17 +188,17 @@ async def test_answer_cache_answers_without_the_llm(tmp_path: Path) -> None:
          "answer": "We are open nine to five, Monday to Friday."},
         {"question": "How do I reset my PIN?", "answer": "In the app, under Cards."},
     ]))
-    inner = Scripted(["from", " the", " model"])
+    inner = ScriptedLLM(["from", " the", " model"])
     llm = ResilientLLM(inner, answer_cache=AnswerCache.load(path))
     out = await collect(llm)
     assert out == ["We are open nine to five, Monday to Friday. "]
-    assert isinstance(out[0], Notice) and out[0].kind == "cached" and inner.calls == 0
+    assert isinstance(out[0], Notice) and out[0].kind == "cached" and not inner.calls
     cache = AnswerCache.load(path)
     assert cache.match("when are you open") is not None  # case and punctuation do not matter
     assert cache.match("how do i reset my pin") == "In the app, under Cards."
     assert cache.match("What is the weather like on Mars?") is None
     out = await collect(llm, [ChatMessage("user", "Tell me a joke")])
-    assert "".join(out) == "from the model" and inner.calls == 1
+    assert "".join(out) == "from the model" and len(inner.calls) == 1
 
 
 def test_answer_cache_rejects_bad_files(tmp_path: Path) -> None:

@@ -25,19 +25,9 @@ from engines.vad import (
     create_vad,
 )
 from engines.vad.errors import InvalidInputError, InvalidVadConfigError
+from tests.support.fakes import LevelDetector
 
 SR = 16000
-
-
-class LevelDetector:
-    """Speech wherever the frame is not all zeros (a test double for the real detectors)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def is_speech(self, frame: np.ndarray) -> bool:
-        self.calls += 1
-        return bool(np.any(frame))
 
 
 def seq(*parts: tuple[str, float]) -> np.ndarray:

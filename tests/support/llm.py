@@ -1,0 +1,37 @@
+"""What the tests of the LLM engines do alike: collect an answer, and cancel a consumer that
+sits parked after its first deltas (as a turn waiting on the playout does)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from engines.llm.base import ChatLLM, ChatMessage
+
+
+async def answer(
+    llm: ChatLLM, messages: list[ChatMessage], n: int, stop: Sequence[str] = ()
+) -> str:
+    return "".join([d async for d in llm.stream(messages, max_new_tokens=n, stop=stop)])
+
+
+async def cancel_parked(llm: ChatLLM, question: str, parked_after: int, n: int) -> list[str]:
+    """Stream an answer to `question` (at most `n` tokens), park the consumer once it has
+    `parked_after` deltas, then cancel it; the deltas it got."""
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for delta in llm.stream([ChatMessage("user", question)], max_new_tokens=n):
+            got.append(delta)
+            if len(got) == parked_after:
+                await asyncio.Event().wait()  # parked here until cancelled
+
+    task = asyncio.ensure_future(consume())
+    while len(got) < parked_after:  # noqa: ASYNC110 - observing the consumer task
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return got
