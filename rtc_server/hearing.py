@@ -36,15 +36,8 @@ import numpy as np
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn import TurnConfig, TurnModel
 from engines.turn.policy import is_complete, needs_text
-from engines.vad import (
-    SpeechEnded,
-    SpeechPaused,
-    SpeechResumed,
-    SpeechStarted,
-    VadConfig,
-    VadEvent,
-    create_endpointer,
-)
+from engines.vad import VadConfig, create_endpointer
+from engines.vad import base as events
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
 from rtc_server.tasks import TaskSet
@@ -145,27 +138,27 @@ class Hearing:
 
     # --- endpointer events (on the loop) ----------------------------------------------------
 
-    def _handle(self, event: VadEvent, frame: np.ndarray) -> None:
-        if isinstance(event, SpeechStarted):
+    def _handle(self, event: events.VadEvent, frame: np.ndarray) -> None:
+        if isinstance(event, events.SpeechStarted):
             self._utterance += 1
             self._paused, self._pause = False, None
             self._onset_clock = self._stream_clock(event.t)
             self._put(("open", self._utterance, None))
             self._put(("feed", self._utterance, event.audio))
             self._listener.on_speech_start(self._utterance)
-        elif isinstance(event, SpeechPaused):
+        elif isinstance(event, events.SpeechPaused):
             self._feed(frame)
             self._paused = True
             self._pause = _Pause(self._utterance, event.pause_id)
             self._put(("pause", self._utterance, event.pause_id))
             if self._model is not None:
                 self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event))
-        elif isinstance(event, SpeechResumed):
+        elif isinstance(event, events.SpeechResumed):
             self._paused, self._pause = False, None
             self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
-        elif isinstance(event, SpeechEnded):
+        elif isinstance(event, events.SpeechEnded):
             self._paused, self._pause = False, None
             end = _End(self._clock.time(), self._stream_clock(event.t), event.reason)
             self._put(("finish", self._utterance, end))
@@ -185,7 +178,7 @@ class Hearing:
 
     # --- the verdict (on the loop, fed from the turn executor and the lane) ------------------
 
-    async def _check(self, event: SpeechPaused) -> None:
+    async def _check(self, event: events.SpeechPaused) -> None:
         assert self._model is not None
         loop = asyncio.get_running_loop()
         try:

@@ -24,15 +24,8 @@ from engines.asr.base import AsrStream, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
 from engines.turn.policy import is_complete, needs_text
-from engines.vad import (
-    SpeechEnded,
-    SpeechPaused,
-    SpeechResumed,
-    SpeechStarted,
-    VadConfig,
-    VadEvent,
-    create_endpointer,
-)
+from engines.vad import VadConfig, create_endpointer
+from engines.vad import base as events
 
 SAMPLE_RATE = 16000
 FRAME = SAMPLE_RATE * 20 // 1000
@@ -65,7 +58,7 @@ class HeardUtterance:
 class _Listener:
     def __init__(
         self, asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
-        turn_model: TurnModel | None, on_event: Callable[[float, VadEvent], None] | None,
+        turn_model: TurnModel | None, on_event: Callable[[float, events.VadEvent], None] | None,
     ) -> None:
         self._asr = asr
         self._turn = turn
@@ -92,23 +85,23 @@ class _Listener:
             self.utterances[-1].compute_s += time.perf_counter() - start
             self._stream = None
 
-    def _handle(self, event: VadEvent, frame: np.ndarray) -> None:
+    def _handle(self, event: events.VadEvent, frame: np.ndarray) -> None:
         now = self._endpointer.time
         if self._on_event is not None:
             self._on_event(now, event)
-        if isinstance(event, SpeechStarted):
+        if isinstance(event, events.SpeechStarted):
             self.close()
             self._stream, self._paused = self._asr.open(), False
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
-        elif isinstance(event, SpeechEnded):
+        elif isinstance(event, events.SpeechEnded):
             utterance = self.utterances[-1]
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
-        elif isinstance(event, SpeechResumed):
+        elif isinstance(event, events.SpeechResumed):
             self._paused = False
             self._feed(event.audio)  # the resumed speech from its onset
-        elif isinstance(event, SpeechPaused):
+        elif isinstance(event, events.SpeechPaused):
             self._feed(frame)
             self._paused = True
             self._pause(event, now)
@@ -126,7 +119,7 @@ class _Listener:
         if partial is not None:
             utterance.partials.append((self._endpointer.time, partial))
 
-    def _pause(self, event: SpeechPaused, now: float) -> None:
+    def _pause(self, event: events.SpeechPaused, now: float) -> None:
         assert self._stream is not None
         start = time.perf_counter()
         paused = self._stream.pause()
@@ -151,7 +144,7 @@ def listen(
     vad: VadConfig | None = None,
     turn: TurnConfig | None = None,
     turn_model: TurnModel | None = None,
-    on_event: Callable[[float, VadEvent], None] | None = None,
+    on_event: Callable[[float, events.VadEvent], None] | None = None,
 ) -> list[HeardUtterance]:
     """Every utterance in `audio` (16 kHz mono int16), with its text, pauses and timings.
 
