@@ -55,6 +55,7 @@ def test_toml_overlay_and_ice_servers(tmp_path: Path) -> None:
         ("[media]\nwidth = 511\n", "even"),
         ('[[ice.servers]]\nurls = ["http://x"]\n', "must start with stun:"),
         ("[vad]\naggressiveness = 7\n", "aggressiveness"),
+        ('[vad]\nengine = "nope"\n', "unknown key(s): engine"),  # webrtcvad is the only one
         ("not toml ===", "c.toml"),
     ],
 )

@@ -16,7 +16,6 @@ SAMPLE_RATE = 16000
 
 @dataclass(frozen=True)
 class VadConfig:
-    engine: str = "webrtcvad"  # detector: "webrtcvad" (the only one; silero can confirm it)
     aggressiveness: int = 2  # webrtcvad mode 0..3; higher rejects more noise (and soft speech)
     frame_ms: int = 20  # analysis frame: 10, 20 or 30 ms (webrtcvad's accepted sizes)
     min_speech_ms: int = 150  # voiced audio needed before SpeechStarted (rejects clicks, coughs)
@@ -30,8 +29,6 @@ class VadConfig:
     silero_threshold: float = 0.5  # silero speech probability counted as speech
 
     def __post_init__(self) -> None:
-        if self.engine != "webrtcvad":
-            raise InvalidVadConfigError(f"unknown vad engine {self.engine!r}")
         if self.aggressiveness not in (0, 1, 2, 3):
             raise InvalidVadConfigError("aggressiveness must be 0, 1, 2 or 3")
         if self.frame_ms not in (10, 20, 30):

@@ -352,7 +352,7 @@ def test_bad_frames_raise_typed_errors(bad: object) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"aggressiveness": 4}, {"frame_ms": 25}, {"end_silence_ms": 5}, {"engine": "nope"},
+    [{"aggressiveness": 4}, {"frame_ms": 25}, {"end_silence_ms": 5},
      {"max_utterance_s": 0.0}, {"silero_threshold": 1.5}, {"pause_ms": 5},
      {"pause_ms": 400, "end_silence_ms": 400}],
 )
