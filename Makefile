@@ -44,9 +44,10 @@ cluster: setup cluster-deps
 	$(PY) -m pip install -q 'llama-cpp-python[server]==0.3.36'
 	$(PY) -m rtc_server.cluster $(ARGS)
 
-# Every test runs inside a fresh network namespace that has only loopback: nothing can leave
+# Lint first (ruff, then mypy over the product, testkit, the tests and the benchmarks); then
+# every test runs inside a fresh network namespace that has only loopback: nothing can leave
 # 127.0.0.1 (see README, "Network").
-test: setup browser cluster-deps
+test: setup browser cluster-deps lint
 	unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q $(PYTEST_ARGS)'
 
 lint: setup

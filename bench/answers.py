@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.stats import pct  # noqa: E402
-from engines.llm import ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
+from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
 from engines.llm.grounding import figures  # noqa: E402
 from engines.llm.personas import example_knowledge  # noqa: E402
 from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
@@ -162,7 +162,7 @@ class Result:
     tokens_per_s: float = math.nan
 
 
-async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[str, float, float]:
+async def ask(llm: ChatLLM, turns: Sequence[str], max_new_tokens: int) -> tuple[str, float, float]:
     """Answer every turn in order (a fresh conversation); timings of the last answer."""
     history: list[ChatMessage] = []
     answer, first, rate = "", math.nan, math.nan
@@ -175,7 +175,7 @@ async def ask(llm: object, turns: Sequence[str], max_new_tokens: int) -> tuple[s
         first = rate = math.nan
         t_first_token: float | None = None
         deltas = 0
-        async for delta in llm.stream(history, max_new_tokens=max_new_tokens):  # type: ignore[attr-defined]
+        async for delta in llm.stream(history, max_new_tokens=max_new_tokens):
             now = time.perf_counter()
             t_first_token = t_first_token or now
             deltas += 1

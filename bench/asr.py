@@ -47,12 +47,12 @@ from engines.asr.text import word_error_rate  # noqa: E402
 from engines.turn import TurnConfig, TurnModel, load_turn_model  # noqa: E402
 from engines.vad import SpeechEnded, VadConfig, create_endpointer  # noqa: E402
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
-from testkit.speech import add_noise, synth, voiced_bounds  # noqa: E402
+from testkit.speech import Engine, add_noise, synth, voiced_bounds  # noqa: E402
 
 SR = 16000
 LEAD_S, TAIL_S = 0.5, 2.0
 SNR_DB = 15.0
-VOICES = ("piper", "espeak")
+VOICES: tuple[Engine, ...] = ("piper", "espeak")
 NOISES = ("clean", "noisy")
 SENTENCES = (
     "Hello there.",
@@ -99,17 +99,17 @@ def _place(pcm: np.ndarray, text: str, noise: str) -> np.ndarray:
     return audio
 
 
-def sentence_clip(text: str, voice: str, noise: str) -> Clip:
-    speech = synth(text, voice)  # type: ignore[arg-type]
+def sentence_clip(text: str, voice: Engine, noise: str) -> Clip:
+    speech = synth(text, voice)
     first, last = voiced_bounds(speech)
     speech = speech[first:last]
     return Clip(text, voice, noise, _place(speech, text, noise), LEAD_S + speech.shape[0] / SR)
 
 
-def paused_clip(k: int, voice: str, noise: str) -> Clip:
+def paused_clip(k: int, voice: Engine, noise: str) -> Clip:
     prefix, rest = PAUSE_QUESTIONS[k]
     pause_s = 0.5 + 0.1 * (k % 5)  # 0.5 .. 0.9 s
-    ps = paused_question(prefix, rest, pause_s, voice)  # type: ignore[arg-type]
+    ps = paused_question(prefix, rest, pause_s, voice)
     audio = _place(ps.pcm, ps.text, noise)
     pause = (LEAD_S + ps.pause_start, LEAD_S + ps.pause_end)
     return Clip(ps.text, voice, noise, audio, LEAD_S + ps.pcm.shape[0] / SR, pause)

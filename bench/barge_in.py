@@ -38,7 +38,7 @@ from engines.asr.text import word_error_rate  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.agent import audio_timeline  # noqa: E402
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from testkit.speech import synth  # noqa: E402
+from testkit.speech import Engine, synth  # noqa: E402
 
 RATE = 16000
 LONG = (
@@ -62,8 +62,10 @@ QUESTIONS = (
 )
 # (engine, voice, speed). espeak's en-gb+f3 was dropped: Whisper base misreads it even
 # offline, from the clean file (WER 1.4 on "Who wrote Romeo and Juliet?").
-VOICES = (("piper", None, 1.0), ("espeak", "en-us", 1.0), ("piper", None, 0.85),
-          ("espeak", "en-us+m3", 1.0))
+VOICES: tuple[tuple[Engine, str | None, float], ...] = (
+    ("piper", None, 1.0), ("espeak", "en-us", 1.0), ("piper", None, 0.85),
+    ("espeak", "en-us+m3", 1.0),
+)
 FALSE = ("cough", "clicks", "mm-hm", "yeah", "okay", "right")
 LOUD_RMS = 200.0
 LEAD_S = 0.5
@@ -168,7 +170,7 @@ def stop_time(peer: LoopbackPeer, start: float, quiet_s: float = 0.6) -> float |
 async def real_trial(url: str, i: int) -> Trial:
     question, accept = QUESTIONS[i % len(QUESTIONS)]
     engine, voice, speed = VOICES[i % len(VOICES)]
-    speech = synth(question, engine=engine, voice=voice, speed=speed)  # type: ignore[arg-type]
+    speech = synth(question, engine=engine, voice=voice, speed=speed)
     peer, start, _ = await talk_over(url, LONG[i % len(LONG)], speech)
     trial = Trial("question", f"{voice or engine}" + (f" x{speed}" if speed != 1.0 else ""), True)
     try:

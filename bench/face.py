@@ -24,6 +24,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -139,17 +140,17 @@ def gpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int
         for graphs in (False, True):
             face = TorchFace(model_path, device="cuda", cuda_graphs=graphs, half=half)
             label = f"model torch cuda {tag} {'cuda-graphs' if graphs else 'eager'}"
-            rows.append(_row(label, 1, frames, _time(lambda f=face: f.predict(feats), repeats,
+            rows.append(_row(label, 1, frames, _time(partial(face.predict, feats), repeats,
                                                      sync=sync)))
             rows.append(_row(label, sessions, frames,
-                             _time(lambda f=face: f.predict_batch(batch), repeats, sync=sync)))
+                             _time(partial(face.predict_batch, batch), repeats, sync=sync)))
         # Transfer-free: features already on the GPU, result left there (the model's own cost).
         x = torch.from_numpy(np.stack(batch)).cuda()
         x1 = x[:1]
         rows.append(_row(f"model torch cuda {tag} eager, device tensors", 1, frames,
-                         _time(lambda f=face, x1=x1: f.run_device(x1), repeats, sync=sync)))
+                         _time(partial(face.run_device, x1), repeats, sync=sync)))
         rows.append(_row(f"model torch cuda {tag} eager, device tensors", sessions, frames,
-                         _time(lambda f=face, x=x: f.run_device(x), repeats, sync=sync)))
+                         _time(partial(face.run_device, x), repeats, sync=sync)))
     try:
         from engines.face.tensorrt_runtime import TensorRTFace
 

@@ -13,6 +13,7 @@ audio <= 150 ms.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import platform
 import sys
 import time
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.stats import pct  # noqa: E402
 from engines.llm import ChatMessage  # noqa: E402
 from engines.llm.local import TransformersLLM  # noqa: E402
-from engines.llm.personas import system_prompt  # noqa: E402
+from engines.llm.prompt import PromptBuilder  # noqa: E402
 from engines.text.chunker import Chunker  # noqa: E402
 from engines.text.normalize import normalize  # noqa: E402
 
@@ -62,14 +63,15 @@ def row(name: str, values: Sequence[float], unit: str, scale: float = 1.0) -> st
     )
 
 
-def bench_llm(runs: int, precision: str, max_new_tokens: int) -> list[str]:
+async def bench_llm(runs: int, precision: str, max_new_tokens: int) -> list[str]:
     t0 = time.perf_counter()
     llm = TransformersLLM(
-        system_prompt=system_prompt("companion"), precision=precision, seed=0, temperature=0.7
+        "qwen2.5-coder-0.5b", prompt=PromptBuilder.for_persona("companion"),
+        precision=precision, seed=0, temperature=0.7,
     )
     load_s = time.perf_counter() - t0
     # Warm-up turn: fills the KV cache with the persona prompt, as the first turn of a session.
-    "".join(llm.stream([ChatMessage("user", "Hello!")], max_new_tokens=8))
+    [d async for d in llm.stream([ChatMessage("user", "Hello!")], max_new_tokens=8)]
     ttft, first_chunk, rates, prefill = [], [], [], []
     for _ in range(runs):
         history: list[ChatMessage] = []
@@ -78,7 +80,7 @@ def bench_llm(runs: int, precision: str, max_new_tokens: int) -> list[str]:
             chunker = Chunker()
             text, first, chunk_at = "", None, None
             start = time.perf_counter()
-            for delta in llm.stream(history, max_new_tokens=max_new_tokens):
+            async for delta in llm.stream(history, max_new_tokens=max_new_tokens):
                 now = time.perf_counter() - start
                 first = now if first is None else first
                 text += delta
@@ -96,6 +98,7 @@ def bench_llm(runs: int, precision: str, max_new_tokens: int) -> list[str]:
             if chunk_at is not None:
                 first_chunk.append(chunk_at)
             history.append(ChatMessage("assistant", text))
+    llm.close()
     return [
         f"LLM: {llm.name}, {llm.device} {llm.precision}, load {load_s:.1f} s (cached copy), "
         f"max_new_tokens {max_new_tokens}, prefill per turn p50 {pct(prefill, 0.5):.0f} tokens",
@@ -154,7 +157,7 @@ def main() -> int:
         "",
     ]
     if not args.tts_only:
-        out += bench_llm(args.runs, args.precision, args.max_new_tokens) + [""]
+        out += asyncio.run(bench_llm(args.runs, args.precision, args.max_new_tokens)) + [""]
     if not args.llm_only:
         out += bench_tts(args.runs)
     print("\n".join(out))

@@ -29,6 +29,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,7 @@ STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
           "face_first_frame", "first_audio_sent")
 LEAD_S = 0.6
 QUIET_RMS = 150.0
+Result = dict[str, Any]  # one question's raw record, as written to --json
 
 
 def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | None]:
@@ -76,7 +78,7 @@ def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | No
 
 async def one_question(
     url: str, question: str | PausedSpeech, meter: MouthMeter
-) -> dict[str, object]:
+) -> Result:
     pcm, resume_s = question_audio(question)
     mic = PcmMicrophone(pcm, 16000)
     peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
@@ -116,13 +118,13 @@ async def one_question(
 
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table,
-) -> list[dict[str, object]]:
+) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm})
     async with running_server(config):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
 
-async def ask_all(n: int, url: str, paused: bool) -> list[dict[str, object]]:
+async def ask_all(n: int, url: str, paused: bool) -> list[Result]:
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
@@ -145,7 +147,7 @@ async def ask_all(n: int, url: str, paused: bool) -> list[dict[str, object]]:
     return results
 
 
-def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
+def report(results: list[Result], args: argparse.Namespace) -> str:
     v2v = [float(r["v2v_s"]) * 1000 for r in results if np.isfinite(float(r["v2v_s"]))]
     lags = [abs(float(r["av_lag_s"])) * 1000 for r in results]
     lines = [
@@ -158,13 +160,13 @@ def report(results: list[dict[str, object]], args: argparse.Namespace) -> str:
         f"| voice-to-voice (end of peer speech -> first agent audio received), ms | "
         f"{pct(v2v, 0.5):.0f} | {pct(v2v, 0.95):.0f} |",
     ]
-    eot = [-float(r["marks_ms"]["voice_end"]) for r in results  # type: ignore[index]
-           if "voice_end" in r["marks_ms"]]  # type: ignore[operator]
+    eot = [-float(r["marks_ms"]["voice_end"]) for r in results
+           if "voice_end" in r["marks_ms"]]
     lines.append(f"| end of turn (endpoint after the end of the voice), ms | {pct(eot, 0.5):.0f} "
                  f"| {pct(eot, 0.95):.0f} |")
     for stage in ("voice_end", *STAGES):
-        values = [float(r["marks_ms"][stage]) for r in results  # type: ignore[index]
-                  if stage in r["marks_ms"]]  # type: ignore[operator]
+        values = [float(r["marks_ms"][stage]) for r in results
+                  if stage in r["marks_ms"]]
         lines.append(f"| {stage} (ms after endpoint) | {pct(values, 0.5):.0f} | "
                      f"{pct(values, 0.95):.0f} |")
     lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 0.5):.0f} | "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -14,14 +15,14 @@ from testkit.peer import Received
 AUDIO_HOLD_S = 0.080
 
 
-def agent_config(greeting: str = "", **agent: object) -> Config:
+def agent_config(greeting: str = "", **agent: Any) -> Config:
     """Agent mode on the embedded defaults, loopback-only ICE, deterministic sampling."""
     base = Config()
     return dataclasses.replace(
         base,
         server=ServerConfig(mode="agent"),
         ice=IceConfig(loopback_only=True),
-        agent=dataclasses.replace(AgentConfig(greeting=greeting), **agent),  # type: ignore[arg-type]
+        agent=dataclasses.replace(AgentConfig(greeting=greeting), **agent),
         llm=dataclasses.replace(base.llm, seed=1234, temperature=0.0),
     )
 

@@ -204,7 +204,8 @@ class LoopbackPeer:
             while True:
                 frame = await track.recv()
                 now = time.monotonic()
-                for out in resampler.resample(frame):  # type: ignore[arg-type]
+                assert isinstance(frame, av.AudioFrame)
+                for out in resampler.resample(frame):
                     self.received.audio_arrival.append(now)
                     self.received.audio.append(out.to_ndarray().reshape(-1).copy())
         except MediaStreamError:
@@ -215,7 +216,8 @@ class LoopbackPeer:
             while True:
                 frame = await track.recv()
                 now = time.monotonic()
-                image = frame.to_ndarray(format="rgb24")  # type: ignore[union-attr]
+                assert isinstance(frame, av.VideoFrame)
+                image = frame.to_ndarray(format="rgb24")
                 self.received.video_size = (image.shape[1], image.shape[0])
                 self.received.video_arrival.append(now)
                 self.received.video.append(self.video_summary(image))

@@ -35,6 +35,7 @@ from engines.cache import cache_dir
 from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech, resample_speech
 
 Engine = Literal["piper", "espeak"]
+Noise = Literal["white", "babble"]
 P = ParamSpec("P")
 _CACHE_VERSION = 2  # bump when the engines' output format or the cache layout changes
 _BABBLE_LINES = (
@@ -195,7 +196,7 @@ def add_noise(
     pcm: np.ndarray,
     snr_db: float,
     seed: int = 0,
-    kind: Literal["white", "babble"] = "white",
+    kind: Noise = "white",
     sample_rate: int = 16000,
 ) -> np.ndarray:
     """Mix noise into int16 `pcm` at `snr_db` (signal power over the whole clip); int16 out."""

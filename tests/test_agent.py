@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import soxr
 
 from engines.asr.text import word_error_rate
+from rtc_server.agent import AgentBehaviour
+from rtc_server.app import Server
 from rtc_server.engine_set import Engines
+from rtc_server.session import Session
 from testkit.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
 from testkit.peer import LoopbackPeer, PcmMicrophone
 from testkit.speech import synth
@@ -25,8 +30,14 @@ def speech_with_lead(text: str, lead_s: float = 0.5) -> np.ndarray:
     return np.concatenate([np.zeros(int(16000 * lead_s), np.int16), synth(text, engine="piper")])
 
 
-def turn_done(turn_id: int):  # type: ignore[no-untyped-def]
+def turn_done(turn_id: int) -> Callable[[dict[str, Any]], bool]:
     return lambda e: e["type"] == "agent_text" and e["turn_id"] == turn_id and e["final"]
+
+
+def agent_of(server: Server, peer: LoopbackPeer) -> AgentBehaviour:
+    session = server.registry.get(peer.session_id or "")
+    assert isinstance(session, Session) and isinstance(session.behaviour, AgentBehaviour)
+    return session.behaviour
 
 
 async def test_greeting_lips_move_with_the_voice(agent_engines: Engines) -> None:
@@ -78,7 +89,7 @@ async def test_question_gets_a_spoken_answer(agent_engines: Engines) -> None:
         assert len(overlap) >= 2, (heard, answer)
         states = [e["state"] for e in peer.received.events_of("state")]
         assert states[-3:] == ["thinking", "speaking", "listening"]
-        history = server.registry.get(peer.session_id or "").behaviour.history  # type: ignore[attr-defined]
+        history = agent_of(server, peer).history
         assert [m.role for m in history] == ["user", "assistant"]
         assert history[0].content == final["text"] and history[1].content
         await peer.close()
@@ -146,7 +157,7 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
             if e["turn_id"] == second["turn_id"]
         )
         assert len(answer.split()) >= 2, answer
-        history = server.registry.get(peer.session_id or "").behaviour.history  # type: ignore[attr-defined]
+        history = agent_of(server, peer).history
         story_sent = " ".join(
             e["text"] for e in peer.received.events_of("agent_text") if e["turn_id"] == 1
         )

@@ -12,12 +12,17 @@ import wave
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
+from rtc_server.engine_set import Engines
 from testkit.speech import synth
 from tests.support.server import running_server
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -32,7 +37,7 @@ def write_wav(path: Path, pcm: np.ndarray, rate: int) -> None:
 
 
 @asynccontextmanager
-async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[object]:
+async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[Page]:
     """A headless Chromium page whose fake microphone says `said` (after 2 s of silence)."""
     if not Path(CHROMIUM).exists():  # noqa: ASYNC240 (a stat before any I/O starts)
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
@@ -66,13 +71,10 @@ async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[object]:
 
 
 async def test_page_connects_decodes_video_and_receives_events(tmp_path: Path) -> None:
-    from playwright.async_api import Page
-
     async with (
-        browser_page(tmp_path, "Good morning, can you hear me clearly?") as opened,
+        browser_page(tmp_path, "Good morning, can you hear me clearly?") as page,
         running_server() as (server, url),
     ):
-        page: Page = opened  # type: ignore[assignment]
         await page.goto(url + "/")
         await page.click("#start")
         await page.wait_for_function(
@@ -128,19 +130,16 @@ MOUTH_SNAPSHOT_JS = """([x0, y0, x1, y1]) => {
 
 
 async def test_agent_answers_a_question_asked_through_the_page(
-    tmp_path: Path, agent_engines: object
+    tmp_path: Path, agent_engines: Engines
 ) -> None:
     """Chromium asks a question through its fake microphone: the page shows the final
     transcript, the agent's text, and video whose mouth moves while the agent talks."""
-    from playwright.async_api import Page
-
     from testkit.agent import MouthMeter, agent_config
 
     async with (
-        running_server(agent_config(), agent_engines) as (server, url),  # type: ignore[arg-type]
-        browser_page(tmp_path, "What is the capital of France?") as opened,
+        running_server(agent_config(), agent_engines) as (server, url),
+        browser_page(tmp_path, "What is the capital of France?") as page,
     ):
-        page: Page = opened  # type: ignore[assignment]
         await page.goto(url + "/")
         await page.click("#start")
         await page.wait_for_function(

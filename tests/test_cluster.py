@@ -13,7 +13,7 @@ from aiortc import RTCPeerConnection
 from rtc_server.cluster.directory import WorkerRecord
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from testkit.peer import LoopbackPeer
-from tests.support.cluster import LocalCluster, eventually, local_cluster
+from tests.support.cluster import LocalCluster, eventually, local_cluster, redis_hash
 from tests.test_signaling import offer_sdp
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.asyncio(loop_scope="module")]
@@ -163,7 +163,7 @@ async def test_forged_registration_is_ignored(cluster: LocalCluster) -> None:
     client = aioredis.Redis.from_url(cluster.redis_url, decode_responses=True)
     pcs, sessions = [], []
     try:
-        await client.hset("rtc:worker:evil", mapping=forged.fields())
+        await client.hset("rtc:worker:evil", mapping=redis_hash(forged.fields()))
         await client.sadd("rtc:workers", "evil")
         health = await cluster.health()
         assert (health["workers"], health["slots"]) == (2, 4)

@@ -58,9 +58,9 @@ async def test_page_relays_through_coturn_and_reconnects_after_a_worker_crash(
             local_cluster(tmp_path, extra_toml=extra) as cluster,
             browser_page(tmp_path, "Hello, can you hear me?") as page,
         ):
-            await page.goto(cluster.url + "/")  # type: ignore[attr-defined]
-            await page.click("#start")  # type: ignore[attr-defined]
-            await page.wait_for_function(CONNECTED, timeout=20000)  # type: ignore[attr-defined]
+            await page.goto(cluster.url + "/")
+            await page.click("#start")
+            await page.wait_for_function(CONNECTED, timeout=20000)
             stats = await media_stats(page, 10)
             assert stats["local"] == "relay" and stats["audio"] > 20, stats
             sessions = await cluster.worker_sessions()
@@ -68,7 +68,7 @@ async def test_page_relays_through_coturn_and_reconnects_after_a_worker_crash(
             victim = cluster.workers[sessions.index(1)]
             victim.child.kill()
             await victim.child.wait(10)
-            await page.wait_for_function(  # type: ignore[attr-defined]
+            await page.wait_for_function(
                 f"window.rtcAvatar.sessions.length === 2 && {CONNECTED}", timeout=60000
             )
             stats = await media_stats(page, 10)  # a new peer connection, counting from 0

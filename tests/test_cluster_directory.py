@@ -13,7 +13,7 @@ import pytest
 from rtc_server.cluster.directory import Directory, WorkerRecord, connect
 from rtc_server.cluster.errors import DirectoryUnavailable
 from rtc_server.cluster.local import free_port, start_redis
-from tests.support.cluster import need
+from tests.support.cluster import need, redis_hash
 
 SECRET = "directory-test-secret"
 TTL_MS = 2000
@@ -154,7 +154,7 @@ async def test_replayed_and_stale_records_are_refused(directory: Directory) -> N
     assert snap.workers == () and snap.rejected == {"a": "replayed"}
     # a validly signed record from long ago, written back without a TTL: a stale entry
     stale = record("b", 2, ts_ms=int(time.time() * 1000) - 60_000)
-    await directory._redis.hset(directory.worker_key("b"), mapping=stale.fields())
+    await directory._redis.hset(directory.worker_key("b"), mapping=redis_hash(stale.fields()))
     await directory._redis.sadd(directory.workers_key, "b")
     snap = await directory.snapshot(TTL_MS)
     assert snap.rejected["b"] == "stale"
@@ -168,7 +168,7 @@ async def test_reservation_trusts_only_what_the_gateway_verified(directory: Dire
     verified = [w.record for w in (await directory.snapshot(TTL_MS)).workers]
     forged = WorkerRecord.signed("guessed", "a", "http://evil:1", 50, False,
                                  int(time.time() * 1000), 2)
-    await directory._redis.hset(directory.worker_key("a"), mapping=forged.fields())
+    await directory._redis.hset(directory.worker_key("a"), mapping=redis_hash(forged.fields()))
     assert await directory.reserve("s1", verified, 10_000) is None
     await register(directory, record("a", 1, seq=3))  # the real worker's next beat
     assert await directory.reserve("s1", verified, 10_000) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,9 +33,9 @@ async def video_keeps_coming(peer: LoopbackPeer, frames: int = 5) -> None:
     await eventually(more, 10, "more video frames")
 
 
-async def request(cluster: LocalCluster, method: str, path: str, **kw: object) -> tuple[int, dict]:
+async def request(cluster: LocalCluster, method: str, path: str, **kw: Any) -> tuple[int, dict]:
     assert cluster.http is not None
-    async with cluster.http.request(method, cluster.url + path, **kw) as resp:  # type: ignore[arg-type]
+    async with cluster.http.request(method, cluster.url + path, **kw) as resp:
         return resp.status, await resp.json()
 
 

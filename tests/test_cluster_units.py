@@ -76,7 +76,7 @@ def test_registration_signature_covers_every_field() -> None:
     assert record.signature_ok("k") and not record.signature_ok("k2")
     for change in ({"url": "http://evil:1"}, {"capacity": 40}, {"draining": True},
                    {"ts_ms": 2000}, {"seq": 8}, {"worker_id": "w2"}):
-        forged = WorkerRecord(**{**record.__dict__, **change})  # type: ignore[arg-type]
+        forged = WorkerRecord(**{**record.__dict__, **change})
         assert not forged.signature_ok("k"), change
     assert WorkerRecord.parse("w1", record.fields()) == record
     assert WorkerRecord.parse("w1", {"url": "x"}) is None
@@ -122,7 +122,9 @@ def test_server_relay_gives_the_servers_peer_connection_fresh_turn_credentials()
     turn = RelayConfig(urls=("turn:127.0.0.1:3478?transport=udp",), secret="north")
     assert rtc_configuration(IceConfig(), turn).iceServers == []  # only when asked
     relayed = dataclasses.replace(turn, server_relay=True)
-    (server,) = rtc_configuration(IceConfig(), relayed).iceServers
+    servers = rtc_configuration(IceConfig(), relayed).iceServers
+    assert servers is not None
+    (server,) = servers
     assert server.urls == list(turn.urls) and server.credential
     assert server.username is not None and int(server.username.split(":")[0]) > time.time()
 

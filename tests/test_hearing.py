@@ -252,7 +252,7 @@ async def test_without_a_turn_model_the_hangover_ends_the_turn(rigs: list[Rig]) 
     r.quiet(0.3)
     r.say(1.0)
     r.quiet(0.38)
-    await until(lambda: r.asr.streams and r.asr.streams[0].pauses == 1)
+    await until(lambda: bool(r.asr.streams) and r.asr.streams[0].pauses == 1)
     await until(lambda: ("pause", "Hello there.") in r.listener.calls)
     assert not r.listener.finals
     r.quiet(0.04)  # 400 ms of silence

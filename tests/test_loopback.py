@@ -16,6 +16,7 @@ from scipy import signal
 
 from rtc_server.config import MediaConfig
 from rtc_server.echo import LEAD_S
+from rtc_server.session import Session
 from testkit.peer import LoopbackPeer, PcmMicrophone
 from testkit.speech import synth
 from tests.support.server import SMALL_VIDEO, loopback_config, running_server
@@ -128,13 +129,14 @@ async def test_marker_arrives_on_both_tracks_together() -> None:
         peer = LoopbackPeer(url)
         sid = await peer.connect()
         session = server.registry.get(sid)
+        assert isinstance(session, Session)
         await asyncio.sleep(0.8)
         tone = (np.sin(2 * np.pi * 1000 * np.arange(4800) / 48000) * 20000).astype(np.int16)
         white = np.full((512, 512, 3), 255, np.uint8)
         for _ in range(5):
-            at = session.clock.time() + 0.3  # type: ignore[attr-defined]
-            session.playout.schedule_audio(tone, 48000, at)  # type: ignore[attr-defined]
-            session.playout.schedule_video([white, white], at)  # type: ignore[attr-defined]
+            at = session.clock.time() + 0.3
+            session.playout.schedule_audio(tone, 48000, at)
+            session.playout.schedule_video([white, white], at)
             await asyncio.sleep(0.8)
         r = peer.received
         audio_arrival, video_arrival = np.array(r.audio_arrival), np.array(r.video_arrival)
@@ -176,8 +178,9 @@ async def test_peer_closing_without_delete_ends_session() -> None:
         peer = LoopbackPeer(url)
         sid = await peer.connect()
         session = server.registry.get(sid)
+        assert isinstance(session, Session)
         await peer.close(delete=False)
-        await asyncio.wait_for(session.closed_event.wait(), 10)  # type: ignore[attr-defined]
+        await asyncio.wait_for(session.closed_event.wait(), 10)
         assert len(server.registry) == 0
-        assert len(session.tasks) == 0  # type: ignore[attr-defined]
+        assert len(session.tasks) == 0
         await session.close()  # idempotent

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 
+from rtc_server.session import Session
 from testkit.peer import LoopbackPeer
 from tests.support.server import loopback_config, running_server
 
@@ -31,8 +33,8 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def post(http: aiohttp.ClientSession, url: str, **kwargs: object) -> tuple[int, dict]:
-    async with http.post(url + "/api/offer", **kwargs) as resp:  # type: ignore[arg-type]
+async def post(http: aiohttp.ClientSession, url: str, **kwargs: Any) -> tuple[int, dict]:
+    async with http.post(url + "/api/offer", **kwargs) as resp:
         return resp.status, await resp.json()
 
 
@@ -169,7 +171,8 @@ async def test_peer_vanishing_mid_negotiation_is_closed_and_forgotten(
         await pc.close()  # vanish: the answer is never applied
         assert len(server.registry) == 2
         ghost = server.registry.get(data["session_id"])
-        await asyncio.wait_for(ghost.closed_event.wait(), 5)  # type: ignore[attr-defined]
+        assert isinstance(ghost, Session)
+        await asyncio.wait_for(ghost.closed_event.wait(), 5)
         assert len(server.registry) == 1
         body = server.metrics.render()[0].decode()
         assert 'rtc_session_errors_total{reason="connect_timeout"} 1.0' in body

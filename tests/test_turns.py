@@ -100,9 +100,10 @@ class _Still:
 class Harness:
     def __init__(self, **agent: Any) -> None:
         self.llm, self.tts, self.timer = ScriptedLLM(words(REPLY)), FakeTTS(), FakeTimer()
+        self.asr = FakeASR(FakeStream)
         inline = InlineExecutor()
         self.engines = Engines(
-            asr=FakeASR(FakeStream), llm=self.llm, tts=self.tts, face=FakeFace(),  # type: ignore[arg-type]
+            asr=self.asr, llm=self.llm, tts=self.tts, face=FakeFace(),
             make_smoother=lambda: None,
             pools=Pools(asr=inline, tts=inline, face=inline, render=inline),  # type: ignore[arg-type]
         )
@@ -190,7 +191,8 @@ def speech_duration(text: str) -> float:
 async def test_a_question_goes_listening_thinking_speaking_listening(h: Harness) -> None:
     await h.ask(1, "What is the answer?")
     assert h.states() == ["listening", "thinking"]
-    assert "first_audio_sent" not in h.agent._turn.marks  # type: ignore[union-attr]  # noqa: SLF001
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None and "first_audio_sent" not in turn.marks
     await h.listen(speech_duration(REPLY) + 1.0)
     assert h.states() == ["listening", "thinking", "speaking", "listening"]
     assert h.loud_s() == pytest.approx(0.08 * len(REPLY.split()), abs=0.1)
@@ -448,7 +450,7 @@ async def test_a_minute_of_talk_without_a_pause(h: Harness) -> None:
 async def test_ten_minutes_of_silence_is_nothing(h: Harness) -> None:
     await h.talk(0.0, 600.0, frame=960)
     assert h.states() == ["listening"] and not h.llm.calls
-    assert not h.sent("transcript") and not h.engines.asr.streams  # type: ignore[attr-defined]
+    assert not h.sent("transcript") and not h.asr.streams
     assert len(h.agent._hearing._ops) == 0  # noqa: SLF001
 
 

@@ -23,7 +23,7 @@ from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import InvalidAudioError, StreamClosedError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
 from engines.asr.text import normalize_words, trim_restart, word_error_rate
-from testkit.speech import add_noise, synth
+from testkit.speech import Engine, add_noise, synth
 
 SR = 16000
 FRAME = 320
@@ -49,9 +49,9 @@ def asr() -> WhisperStreamingASR:
     return engine
 
 
-def utterance(text: str, engine: str, noisy: bool) -> tuple[np.ndarray, int]:
+def utterance(text: str, engine: Engine, noisy: bool) -> tuple[np.ndarray, int]:
     """0.3 s lead, the speech, 0.6 s tail (noise throughout if noisy); and the speech's end."""
-    speech = synth(text, engine)  # type: ignore[arg-type]
+    speech = synth(text, engine)
     lead, tail = np.zeros(int(0.3 * SR), np.int16), np.zeros(int(0.6 * SR), np.int16)
     audio = np.concatenate([lead, speech, tail])
     if noisy:  # 15 dB below the speech's own power (add_noise averages over the whole clip)

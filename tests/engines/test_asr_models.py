@@ -12,6 +12,7 @@ import engines.asr.model_files as model_files
 from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import AsrModelLoadError, InvalidAsrConfigError
 from engines.asr.model_files import BASE_DIR_NAME, BASE_SIZE, resolve_whisper_model
+from engines.asr.streaming import WhisperStream
 from engines.asr.text import word_error_rate
 from testkit.speech import synth
 
@@ -71,9 +72,10 @@ def test_tiny_en_still_transcribes() -> None:
 def test_auto_detects_english() -> None:
     text = "How far is the nearest train station from here?"
     stream = create_asr(AsrConfig(language="auto")).open()
+    assert isinstance(stream, WhisperStream)
     stream.feed(np.concatenate([synth(text), np.zeros(SR // 2, np.int16)]))
     final = stream.finish()
-    assert stream.language == "en"  # type: ignore[attr-defined]
+    assert stream.language == "en"
     assert word_error_rate([text], [final]) <= 0.15
 
 

@@ -16,7 +16,7 @@ from engines.face.features import num_frames
 from engines.face.runtime import FaceRuntime
 from engines.face.visemes import trajectory
 from engines.tts.base import Speech
-from testkit.speech import synth_with_timings
+from testkit.speech import Engine, synth_with_timings
 
 # Held-out (train CLI): piper per utterance min 0.81, median 0.94; on free-form agent lines,
 # fresh piper syntheses (its durations are random) gave 0.78..0.93 per sentence.
@@ -24,7 +24,7 @@ MIN_CORRELATION = 0.7  # each sentence
 MIN_POOLED_CORRELATION = 0.8  # all three sentences' frames together
 CLOSED = 0.02  # face units: ~1.6 px of lip gap at the default framing (~80 px eye distance)
 
-SENTENCES = (
+SENTENCES: tuple[tuple[Engine, str | None, str], ...] = (
     ("piper", None, "Good afternoon. I can help you open a savings account today."),
     ("piper", None, "Would you like me to read the summary back to you?"),
     ("espeak", "en-us+f3", "My favourite month is probably June, because the evenings are long."),
@@ -38,7 +38,7 @@ def face() -> FaceRuntime:
 
 @pytest.fixture(scope="session")
 def speeches() -> list[Speech]:
-    return [synth_with_timings(text, engine, voice=voice)  # type: ignore[arg-type]
+    return [synth_with_timings(text, engine, voice=voice)
             for engine, voice, text in SENTENCES]
 
 

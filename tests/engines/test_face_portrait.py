@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def test_uploaded_png_bytes_decode_to_the_same_pixels(astronaut: np.ndarray) -> 
     assert np.array_equal(image, astronaut)
 
 
-def test_path_and_rgba_are_accepted(tmp_path, astronaut: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+def test_path_and_rgba_are_accepted(tmp_path: Path, astronaut: np.ndarray) -> None:
     rgba = np.dstack([astronaut, np.full(astronaut.shape[:2], 255, np.uint8)])
     path = tmp_path / "face.png"
     path.write_bytes(_png(rgba))

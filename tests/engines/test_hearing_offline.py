@@ -17,7 +17,7 @@ from engines.asr.text import word_error_rate
 from engines.turn import TurnConfig, TurnModel, load_turn_model
 from engines.vad import VadConfig
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
-from testkit.speech import babble, clicks, music, synth, voiced_bounds
+from testkit.speech import Engine, babble, clicks, music, synth, voiced_bounds
 from tests.engines.test_asr import MONOLOGUE
 
 SR = 16000
@@ -38,9 +38,10 @@ def turn_model() -> TurnModel:
     return model
 
 
-def spoken(text: str, engine: str = "piper", voice: str | None = None) -> tuple[np.ndarray, float]:
+def spoken(text: str, engine: Engine = "piper", voice: str | None = None,
+           ) -> tuple[np.ndarray, float]:
     """Lead silence, the voiced speech, 2 s of silence; and the end of the voice (s)."""
-    pcm = synth(text, engine, voice=voice)  # type: ignore[arg-type]
+    pcm = synth(text, engine, voice=voice)
     first, last = voiced_bounds(pcm)
     return np.concatenate([LEAD, pcm[first:last], TAIL]), (LEAD.shape[0] + last - first) / SR
 

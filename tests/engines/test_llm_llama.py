@@ -9,6 +9,7 @@ needs a specific answer runs on a prompt no earlier test left in the KV cache.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def llm() -> LlamaCppLLM:
+def llm() -> Iterator[LlamaCppLLM]:
     engine = LlamaCppLLM(
         prompt=PromptBuilder.for_persona("companion", "Ava"), temperature=0.0, history_tokens=512
     )
-    yield engine  # type: ignore[misc]
+    yield engine
     engine.close()
 
 

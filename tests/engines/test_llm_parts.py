@@ -166,7 +166,7 @@ async def test_leaving_the_loop_reaches_the_inner_engine() -> None:
         got.append(d)
         if len(got) == 3:
             break
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert len(got) == 3 and inner.closed.is_set()
 
 

@@ -8,11 +8,13 @@ import threading
 import numpy as np
 import pytest
 
+from engines.asr.base import StreamingASR
 from engines.tts import Speech, TTSConfig, create_tts
 from engines.tts.errors import InvalidInputError, ModelLoadError
 from engines.tts.espeak import EspeakTTS
 from engines.tts.phonemes import SILENCE
 from engines.tts.piper_tts import PiperTTS
+from testkit.speech import Engine
 
 
 @pytest.fixture(scope="session")
@@ -191,7 +193,7 @@ SENTENCES = (
 
 
 @pytest.fixture(scope="session")
-def asr() -> object:
+def asr() -> StreamingASR:
     from engines.asr import create_asr
 
     return create_asr()
@@ -199,14 +201,14 @@ def asr() -> object:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("engine", "limit"), [("piper", 0.15), ("espeak", 0.35)])
-def test_round_trip_through_asr(engine: str, limit: float, asr: object) -> None:
+def test_round_trip_through_asr(engine: Engine, limit: float, asr: StreamingASR) -> None:
     """TTS -> the project's ASR (engines.asr default, Whisper tiny.en) gives the words back."""
     from testkit.speech import synth
 
     errors = []
     for text in SENTENCES:
-        pcm = synth(text, engine=engine, sample_rate=16000)  # type: ignore[arg-type]
-        stream = asr.open()  # type: ignore[attr-defined]
+        pcm = synth(text, engine=engine, sample_rate=16000)
+        stream = asr.open()
         for start in range(0, len(pcm), 1600):  # 100 ms pieces, as the server feeds it
             stream.feed(pcm[start : start + 1600])
         errors.append(wer(text, stream.finish()))

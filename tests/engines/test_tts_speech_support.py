@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engines.cache import cache_dir
-from testkit.speech import add_noise, synth, synth_with_timings
+from testkit.speech import Noise, add_noise, synth, synth_with_timings
 
 
 def test_synth_is_cached_and_resampled() -> None:
@@ -43,12 +43,12 @@ def test_voice_arguments_change_the_audio() -> None:
 
 @pytest.mark.parametrize("kind", ["white", "babble"])
 @pytest.mark.parametrize("snr_db", [0.0, 10.0, 20.0])
-def test_add_noise_hits_the_snr(kind: str, snr_db: float) -> None:
+def test_add_noise_hits_the_snr(kind: Noise, snr_db: float) -> None:
     clean = synth("Noise makes this harder to hear.", engine="espeak")
-    noisy = add_noise(clean, snr_db, seed=3, kind=kind)  # type: ignore[arg-type]
+    noisy = add_noise(clean, snr_db, seed=3, kind=kind)
     assert noisy.dtype == np.int16 and len(noisy) == len(clean)
     noise = noisy.astype(np.float64) - clean
     measured = 10 * np.log10(np.mean(clean.astype(np.float64) ** 2) / np.mean(noise**2))
     assert measured == pytest.approx(snr_db, abs=0.3)
-    assert np.array_equal(noisy, add_noise(clean, snr_db, seed=3, kind=kind))  # type: ignore[arg-type]
-    assert not np.array_equal(noisy, add_noise(clean, snr_db, seed=4, kind=kind))  # type: ignore[arg-type]
+    assert np.array_equal(noisy, add_noise(clean, snr_db, seed=3, kind=kind))
+    assert not np.array_equal(noisy, add_noise(clean, snr_db, seed=4, kind=kind))

@@ -20,7 +20,7 @@ from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
 from engines.turn.policy import is_complete, needs_text, reads_finished
 from engines.turn.smart_turn import SmartTurnModel
 from testkit.pauses import COMPLETE_QUESTIONS
-from testkit.speech import synth, voiced_bounds
+from testkit.speech import Engine, synth, voiced_bounds
 
 SR = 16000
 ZH_QUESTIONS = ("今天天气怎么样？", "请问火车站在哪里？", "我想把钱转到我妹妹的账户。",
@@ -34,9 +34,9 @@ def model() -> SmartTurnModel:
     return loaded
 
 
-def question(text: str, engine: str = "piper", voice: str | None = None) -> np.ndarray:
+def question(text: str, engine: Engine = "piper", voice: str | None = None) -> np.ndarray:
     """0.5 s lead, the voiced speech, 200 ms of pause: what the endpointer hands over."""
-    pcm = synth(text, engine, voice=voice)  # type: ignore[arg-type]
+    pcm = synth(text, engine, voice=voice)
     first, last = voiced_bounds(pcm)
     return np.concatenate([np.zeros(SR // 2, np.int16), pcm[first:last],
                            np.zeros(SR // 5, np.int16)])

@@ -92,8 +92,8 @@ def test_pause_shorter_than_hangover_keeps_the_utterance() -> None:
     assert t_resumed == pytest.approx(0.5 + 0.6 + 0.34 + 0.04, abs=0.021)  # 2 of 3 frames
     # the resumed speech from its onset (and a frame before), for a listener that paused
     assert isinstance(resumed, SpeechResumed)
-    first = round(t_resumed * SR) - 4 * 320
-    np.testing.assert_array_equal(resumed.audio, audio[first : round(t_resumed * SR)])
+    onset = round(t_resumed * SR) - 4 * 320
+    np.testing.assert_array_equal(resumed.audio, audio[onset : round(t_resumed * SR)])
     assert np.any(resumed.audio[: 3 * 320] == 0) and resumed.audio[-320:].all()
     first, second = events[1][1], events[3][1]
     assert isinstance(first, SpeechPaused) and isinstance(second, SpeechPaused)
@@ -314,11 +314,12 @@ def test_verdict_after_speech_resumed_is_stale_and_dropped() -> None:
     assert ep.verdict(pauses[0].pause_id, True) is None  # late "complete": dropped
     assert ep.in_speech
     later = ep.process(seq(("s", 0.5), ("q", 0.3)))
-    assert [type(e) for e in later] == [SpeechPaused]
+    (pause,) = later
+    assert isinstance(pause, SpeechPaused)
     assert ep.verdict(pauses[0].pause_id, True) is None  # still stale for the new pause
-    ended = ep.verdict(later[0].pause_id, True)  # type: ignore[union-attr]
+    ended = ep.verdict(pause.pause_id, True)
     assert isinstance(ended, SpeechEnded) and ended.t == pytest.approx(2.4)
-    assert ep.verdict(later[0].pause_id, True) is None  # type: ignore[union-attr]
+    assert ep.verdict(pause.pause_id, True) is None
 
 
 def test_pause_carries_the_utterance_window_for_the_turn_model() -> None:

@@ -19,7 +19,7 @@ from engines.vad import (
     VadEvent,
     create_endpointer,
 )
-from testkit.speech import add_noise, synth
+from testkit.speech import Engine, Noise, add_noise, synth
 from testkit.speech import voiced_bounds as voiced_samples
 
 SR = 16000
@@ -31,21 +31,22 @@ def voiced_bounds(pcm: np.ndarray) -> tuple[float, float]:
     return first / SR, last / SR
 
 
-def clip(engine: str, noise: str | None, snr_db: float = 10.0) -> tuple[np.ndarray, float, float]:
-    speech = synth(TEXT, engine)  # type: ignore[arg-type]
+def clip(engine: Engine, noise: Noise | None, snr_db: float = 10.0,
+         ) -> tuple[np.ndarray, float, float]:
+    speech = synth(TEXT, engine)
     start, end = voiced_bounds(speech)
     lead = np.zeros(SR, np.int16)
     audio = np.concatenate([lead, speech, np.zeros(SR, np.int16)])
     if noise is not None:
         snr = snr_db + 10 * math.log10(speech.shape[0] / audio.shape[0])  # relative to speech
-        audio = add_noise(audio, snr, seed=5, kind=noise)  # type: ignore[arg-type]
+        audio = add_noise(audio, snr, seed=5, kind=noise)
     return audio, 1.0 + start, 1.0 + end
 
 
 def events(audio: np.ndarray, config: VadConfig) -> list[tuple[float, VadEvent]]:
     """(stream time at the end of the push that returned it, event): starts and ends only."""
     ep = create_endpointer(config)
-    out = []
+    out: list[tuple[float, VadEvent]] = []
     for i in range(0, audio.shape[0], 320):
         event = ep.push(audio[i : i + 320])
         if isinstance(event, SpeechStarted | SpeechEnded):
@@ -56,7 +57,9 @@ def events(audio: np.ndarray, config: VadConfig) -> list[tuple[float, VadEvent]]
 @pytest.mark.parametrize("engine", ["piper", "espeak"])
 @pytest.mark.parametrize("noise", [None, "white"])
 @pytest.mark.parametrize("silero", [False, True])
-def test_one_utterance_with_accurate_bounds(engine: str, noise: str | None, silero: bool) -> None:
+def test_one_utterance_with_accurate_bounds(
+    engine: Engine, noise: Noise | None, silero: bool
+) -> None:
     audio, start, end = clip(engine, noise)
     evs = events(audio, VadConfig(silero_confirm=silero))
     assert [type(e).__name__ for _, e in evs] == ["SpeechStarted", "SpeechEnded"], evs

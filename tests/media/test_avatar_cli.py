@@ -26,6 +26,7 @@ def test_render_writes_a_talking_video(tmp_path: Path) -> None:
         video, audio = container.streams.video[0], container.streams.audio[0]
         assert (video.codec_context.width, video.codec_context.height) == (256, 256)
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video)]
+        assert audio.duration is not None and audio.time_base is not None
         seconds = float(audio.duration * audio.time_base)
     assert abs(len(frames) / 25 - seconds) < 0.1  # picture and sound end together
     # The mouth moves: mouth-region pixels change far more than the eyes-to-brows region does.

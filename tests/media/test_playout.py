@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import av
 import numpy as np
 import pytest
 
@@ -24,6 +25,23 @@ def make_playout(start: float = 1000.0) -> tuple[FakeTimer, Playout]:
 
 def solid(value: int) -> np.ndarray:
     return np.full((H, W, 3), value, np.uint8)
+
+
+def pixel(playout: Playout, index: int) -> int:
+    """The first pixel of scheduled video frame `index` (there must be one)."""
+    frame = playout.video.read(index)
+    assert frame is not None
+    return int(frame[0, 0, 0])
+
+
+def pts(frame: av.AudioFrame | av.VideoFrame) -> int:
+    assert frame.pts is not None
+    return frame.pts
+
+
+def seconds(frame: av.AudioFrame | av.VideoFrame) -> float:
+    assert frame.time_base is not None
+    return float(pts(frame) * frame.time_base)
 
 
 class Idle:
@@ -104,10 +122,10 @@ def test_video_gap_inside_a_run_repeats_previous_frame_then_goes_idle() -> None:
     _, playout = make_playout()
     playout.schedule_video([solid(10), solid(20)], at=0.0)  # frames 0, 1
     playout.schedule_video([solid(40)], at=3 / FPS)  # frame 3; frame 2 is missing
-    assert playout.video.read(0)[0, 0, 0] == 10
-    assert playout.video.read(1)[0, 0, 0] == 20
-    assert playout.video.read(2)[0, 0, 0] == 20  # held, not idle
-    assert playout.video.read(3)[0, 0, 0] == 40
+    assert pixel(playout, 0) == 10
+    assert pixel(playout, 1) == 20
+    assert pixel(playout, 2) == 20  # held, not idle
+    assert pixel(playout, 3) == 40
     assert playout.video.read(4) is None  # run over: idle
 
 
@@ -126,17 +144,17 @@ async def test_tracks_share_one_timeline_and_marker_lands_on_both() -> None:
         audio_frames += [await audio.recv(), await audio.recv()]
         video_frames.append(await video.recv())
 
-    audio_pts = [f.pts for f in audio_frames]
+    audio_pts = [pts(f) for f in audio_frames]
     assert audio_pts[0] == 17 * OUT_FRAME_SAMPLES  # first frame at ceil(0.33 / 0.02)
     assert np.all(np.diff(audio_pts) == OUT_FRAME_SAMPLES)  # continuous
-    video_pts = [f.pts for f in video_frames]
+    video_pts = [pts(f) for f in video_frames]
     assert np.all(np.diff(video_pts) == 90000 // FPS)
 
     loud = [f for f in audio_frames if np.abs(f.to_ndarray()).max() > 0]
     bright = [f for f in video_frames if f.to_ndarray(format="rgb24").mean() > 250]
     assert len(loud) == 1 and len(bright) == 1
-    assert float(loud[0].pts * loud[0].time_base) == pytest.approx(marker_t)
-    assert float(bright[0].pts * bright[0].time_base) == pytest.approx(marker_t)
+    assert seconds(loud[0]) == pytest.approx(marker_t)
+    assert seconds(bright[0]) == pytest.approx(marker_t)
 
 
 async def test_track_after_a_stall_jumps_to_now_instead_of_bursting() -> None:
@@ -145,7 +163,7 @@ async def test_track_after_a_stall_jumps_to_now_instead_of_bursting() -> None:
     first = await audio.recv()
     timer.advance(2.0)  # event loop stalled for 2 s
     nxt = await audio.recv()
-    assert (nxt.pts - first.pts) / OUT_RATE == pytest.approx(2.0, abs=0.021)
+    assert (pts(nxt) - pts(first)) / OUT_RATE == pytest.approx(2.0, abs=0.021)
 
 
 async def test_stopped_track_raises_media_stream_error() -> None:

@@ -13,9 +13,16 @@ from typing import Any
 
 import aiohttp
 import pytest
+from redis.typing import EncodableT, FieldT
 
 from rtc_server.cluster.local import Child, have, run_cluster
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token
+
+
+def redis_hash(fields: dict[str, str]) -> dict[FieldT, EncodableT]:
+    """A record's fields as redis-py types `hset(mapping=...)` (its keys are not only str)."""
+    return {key: value for key, value in fields.items()}
+
 
 SECRET = "test-cluster-secret"
 HEARTBEAT_S, TTL_S = 0.5, 2.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from aiohttp.test_utils import TestServer
 
@@ -17,11 +18,11 @@ from rtc_server.engine_set import Engines
 SMALL_VIDEO = MediaConfig(width=128, height=128, fps=10)
 
 
-def loopback_config(media: MediaConfig | None = None, **server: object) -> Config:
+def loopback_config(media: MediaConfig | None = None, **server: Any) -> Config:
     """Echo mode (no models) with loopback-only ICE (tests run in a loopback-only namespace)."""
     server.setdefault("mode", "echo")
     return Config(
-        server=dataclasses.replace(ServerConfig(), **server),  # type: ignore[arg-type]
+        server=dataclasses.replace(ServerConfig(), **server),
         ice=IceConfig(loopback_only=True),
         media=media or MediaConfig(),
     )
