@@ -78,10 +78,6 @@ class PcmMicrophone(MediaStreamTrack):
         self._index += 1
         return frame
 
-    @property
-    def frame_index(self) -> int:
-        return self._index
-
 
 @dataclass
 class Received:
