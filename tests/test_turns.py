@@ -61,6 +61,7 @@ class FakeLLM:
         self.release.set()
         self.fail = False
         self.stall_after: int | None = None  # words; then it waits for ever (a slow model)
+        self.warmed: list[str] = []
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
@@ -80,6 +81,9 @@ class FakeLLM:
         finally:
             if not done:
                 self.closed_early += 1
+
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.warmed.append(messages[-1].content)
 
     def close(self) -> None:
         pass
@@ -518,3 +522,12 @@ async def test_frames_of_odd_sizes_are_heard(h: Harness, frame: int) -> None:
     assert len(finals) == 1 and finals[0]["text"].startswith("word")
     await h.listen(REPLY.count(" ") * 0.1 + 1.0)
     assert len(h.llm.calls) == 1 and h.states()[-1] == "listening"
+
+
+async def test_partials_warm_the_llm_while_the_user_talks(h: Harness) -> None:
+    h.agent.on_speech_start(1)
+    h.agent.on_partial(1, "what is the capital")
+    assert h.llm.warmed == ["what is the capital"]
+    await h.ask(2, "Hello?")
+    h.agent.on_partial(3, "tell me more")  # the agent is answering: no hint then
+    assert h.llm.warmed == ["what is the capital"]

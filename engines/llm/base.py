@@ -27,6 +27,12 @@ class ChatLLM(Protocol):
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
     ) -> AsyncIterator[str]: ...
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        """A hint: `messages` ends with the user's words so far (a partial transcript). An
+        engine with a prompt cache may evaluate that prefix now, off the critical path, so
+        the final prompt only prefills what changed; others do nothing. Never blocks."""
+        ...
+
     def close(self) -> None:
         """Release what the engine holds (threads, a child process). Idempotent."""
         ...

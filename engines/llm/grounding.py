@@ -55,6 +55,9 @@ class GroundedLLM:
         self._known = figures(facts)
         self._unknown = unknown.strip() + " "
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.inner.warm(messages)
+
     def close(self) -> None:
         self.inner.close()
 

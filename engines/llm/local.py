@@ -152,6 +152,9 @@ class TransformersLLM:
             lambda cancel: self._generate(messages, max_new_tokens, stop, cancel)
         )
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        """Not implemented for this engine (the hint is ignored)."""
+
     def close(self) -> None:
         self._thread.close()
 

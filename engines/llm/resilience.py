@@ -109,6 +109,9 @@ class ResilientLLM:
         self.apology = _sentence(apology)
         self.answer_cache = answer_cache
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.inner.warm(messages)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -31,6 +31,9 @@ class Words:
         finally:
             self.closed = True
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

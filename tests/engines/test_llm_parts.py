@@ -115,6 +115,9 @@ class Scripted:
             if not self.finished:
                 self.closed.set()
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -234,6 +237,9 @@ class PerQuestion:
         for word in ("Fine", " thanks."):
             yield word
             await asyncio.sleep(0)
+
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        pass
 
     def close(self) -> None:
         pass
