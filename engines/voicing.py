@@ -27,7 +27,6 @@ from engines.tts.base import TTS, Speech, join_speech
 from engines.tts.phonemes import SILENCE
 
 
-
 def speak(tts: TTS, text: str) -> Speech | None:
     spoken = normalize(text).strip()
     if not spoken:
