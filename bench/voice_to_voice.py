@@ -242,6 +242,7 @@ def main() -> int:
     parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
     parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
+    parser.add_argument("--warm", action="store_true", help="agent.warm_llm = true")
     args = parser.parse_args()
     setup_logging("INFO")
     global EXTRA_LLM, EXTRA_AGENT
@@ -252,6 +253,8 @@ def main() -> int:
     )
     if args.first_chunk_max_chars is not None:
         EXTRA_AGENT = f"first_chunk_max_chars = {args.first_chunk_max_chars}"
+    if args.warm:
+        EXTRA_AGENT += "\nwarm_llm = true"
     results = asyncio.run(run(args.questions, args.port, args.set == "paused"))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

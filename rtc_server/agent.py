@@ -166,7 +166,7 @@ class AgentBehaviour:
 
     def on_partial(self, utterance_id: int, text: str) -> None:
         self._session.emit(Transcript(turn_id=self._turn_id(utterance_id), text=text, final=False))
-        if self._turn is None or self._turn.phase == "waiting":
+        if self._config.warm_llm and (self._turn is None or self._turn.phase == "waiting"):
             # While the user talks, let the LLM read their words so far: at the end of the
             # turn only what changed is left to prefill.
             self._engines.llm.warm([*self.history, ChatMessage("user", text)])
