@@ -337,7 +337,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["echo", "agent"], default="echo")
     parser.add_argument("--llm", choices=["shared", "own"], default="shared")
     parser.add_argument("--llm-model", help="GGUF (default: the bundled one)")
-    parser.add_argument("--llm-threads", type=int, default=2)
+    parser.add_argument("--llm-threads", type=int, default=1)
     parser.add_argument("--questions", type=int, default=3, help="per session")
     parser.add_argument("--offers", type=int, default=30, help="of each kind")
     parser.add_argument("--drill", action="store_true")

@@ -40,7 +40,7 @@ from engines.face.smoothing import KalmanSmoother  # noqa: E402
 Row = dict[str, Any]
 
 
-def _speechlike(seconds: float, seed: int) -> np.ndarray:
+def speechlike(seconds: float, seed: int) -> np.ndarray:
     """Deterministic amplitude-modulated noise with pauses: content does not change timings."""
     rng = np.random.default_rng(seed)
     n = int(seconds * SAMPLE_RATE)
@@ -74,7 +74,7 @@ def _row(name: str, batch: int, frames: int, ms: list[float]) -> Row:
 def cpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int,
              render: bool) -> list[Row]:
     rows: list[Row] = []
-    pcm = _speechlike(seconds, 0)
+    pcm = speechlike(seconds, 0)
     feats = log_mel(pcm, SAMPLE_RATE)
     frames = len(feats) // 4
     ort = OnnxRuntimeFace(model_path, threads=1)
@@ -82,7 +82,7 @@ def cpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int
                                                                repeats)))
     rows.append(_row("model onnxruntime cpu", 1, frames, _time(lambda: ort.predict(feats),
                                                                  repeats)))
-    batch = [log_mel(_speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
+    batch = [log_mel(speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
     rows.append(_row("model onnxruntime cpu", sessions, frames,
                      _time(lambda: ort.predict_batch(batch), max(3, repeats // 5), warmup=1)))
     try:
@@ -131,9 +131,9 @@ def gpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int
     from engines.face.torch_runtime import TorchFace
 
     rows: list[Row] = []
-    feats = log_mel(_speechlike(seconds, 0), SAMPLE_RATE)
+    feats = log_mel(speechlike(seconds, 0), SAMPLE_RATE)
     frames = len(feats) // 4
-    batch = [log_mel(_speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
+    batch = [log_mel(speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
     sync = torch.cuda.synchronize
     for half in (False, True):
         tag = "fp16" if half else "fp32"

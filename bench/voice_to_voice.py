@@ -200,12 +200,16 @@ def main() -> int:
     parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
     parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
+    parser.add_argument("--warm", action="store_true", help="agent.warm_llm = true")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
     llm = {key: value for key, value in options.items() if value is not None}
-    agent = ({} if args.first_chunk_max_chars is None
-             else {"first_chunk_max_chars": args.first_chunk_max_chars})
+    agent: dict[str, int | bool] = {}
+    if args.first_chunk_max_chars is not None:
+        agent["first_chunk_max_chars"] = args.first_chunk_max_chars
+    if args.warm:
+        agent["warm_llm"] = True
     results = asyncio.run(run(args.questions, args.port, args.set == "paused", agent, llm))
     return publish(report(results, args), results, args.json)
 

@@ -166,6 +166,10 @@ class AgentBehaviour:
 
     def on_partial(self, utterance_id: int, text: str) -> None:
         self._session.emit(Transcript(turn_id=self._turn_id(utterance_id), text=text, final=False))
+        if self._config.warm_llm and (self._turn is None or self._turn.phase == "waiting"):
+            # While the user talks, let the LLM read their words so far: at the end of the
+            # turn only what changed is left to prefill.
+            self._engines.llm.warm([*self.history, ChatMessage("user", text)])
         barge = self._barge
         if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
             self._real_interruption(f"heard {text!r}")

@@ -122,6 +122,10 @@ class AgentConfig:
     false_interruption_short_ms: int = 700
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
+    # While the user talks, let the LLM evaluate their words so far (partial transcripts), so
+    # the end of the turn leaves it only what changed to read (`ChatLLM.warm`). Off: on 2
+    # cores it competes with the ASR's decodes and gained nothing (bench/RESULTS.md).
+    warm_llm: bool = False
     # The first spoken chunk ends at the first clause boundary, or is cut at a space past
     # this many characters: shorter means earlier first audio, at some cost in prosody.
     first_chunk_max_chars: int = 20

@@ -4,6 +4,11 @@ plus the executors that keep their blocking calls off the event loop.
 Thread budget (2-core default machine): each pool is small and named, so a burst of one kind
 of work (an LLM answer, a TTS sentence) cannot starve the per-frame work (rendering, encoding)
 that keeps the picture at its frame rate. Sizes are per process, not per session.
+
+The face model runs on one thread (`face`: on a GPU that thread owns its captured graphs).
+With cross-session batching (`rtc_server/face_batch.py`, on by default for a GPU runtime) a
+chunk's log-mel features are computed on the `features` pool first, and the batcher gathers
+the sessions' chunks into one call on the face thread.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from engines.asr.base import StreamingASR
+from engines.face.config import FaceConfig
+from engines.face.features import log_mel
 from engines.llm.base import ChatLLM
 from engines.tts.base import TTS
 from engines.turn.base import TurnModel
+from rtc_server import face_batch
 from rtc_server.config import Config
+from rtc_server.face_batch import FaceBatcher
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +51,11 @@ class Pools:
     turn: ThreadPoolExecutor = field(default_factory=lambda: _pool("turn", 1))
     tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1))
     face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1))
+    features: ThreadPoolExecutor = field(default_factory=lambda: _pool("features", 2))
     render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2))
 
     def shutdown(self) -> None:
-        for pool in (self.asr, self.turn, self.tts, self.face, self.render):
+        for pool in (self.asr, self.turn, self.tts, self.face, self.features, self.render):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -62,16 +72,23 @@ class Engines:
     make_smoother: Callable[[], Any]  # per-session Kalman smoother (engines.face.smoothing)
     pools: Pools = field(default_factory=Pools)
     turn: TurnModel | None = None  # semantic end of turn ([turn]); None = fixed hangover
+    face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
 
     async def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
-        """Speech -> landmark offsets at the face model's rate, on the face pool."""
+        """Speech -> landmark offsets at the face model's rate, on the face pool (batched
+        with other sessions' chunks when the batcher is on)."""
         loop = asyncio.get_running_loop()
+        if self.face_batcher is not None:
+            features = await loop.run_in_executor(self.pools.features, log_mel, pcm, sample_rate)
+            return await self.face_batcher.predict(features)
         offsets: np.ndarray = await loop.run_in_executor(
             self.pools.face, self.face.animate, pcm, sample_rate
         )
         return offsets
 
     def close(self) -> None:
+        if self.face_batcher is not None:
+            self.face_batcher.stop()
         self.llm.close()
         self.pools.shutdown()
 
@@ -105,7 +122,25 @@ def load_engines(config: Config) -> Engines:
     face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
     llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))
     face_config = config.face
-    return Engines(
+    engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn,
+    )
+    engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
+    return engines
+
+
+def face_batcher(
+    config: FaceConfig, face: Any, executor: ThreadPoolExecutor
+) -> FaceBatcher | None:
+    """The cross-session batcher when `config` asks for it (`face_batch.enabled`), with the
+    runtime's graphs captured on the executor's thread first (one progress line)."""
+    if not face_batch.enabled(config):
+        return None
+    warm_up = getattr(face, "warm_up", None)
+    if warm_up is not None:
+        executor.submit(warm_up, config.max_batch).result()
+    return FaceBatcher(
+        face.predict_batch, executor, window_s=config.batch_window_ms / 1000.0,
+        max_batch=config.max_batch, max_pending=config.batch_queue, check=face.check,
     )

@@ -311,3 +311,14 @@ async def test_frames_of_odd_sizes_are_heard(h: Harness, frame: int) -> None:
     assert len(finals) == 1 and finals[0]["text"].startswith("word")
     await h.listen(REPLY.count(" ") * 0.1 + 1.0)
     assert len(h.llm.calls) == 1 and h.states()[-1] == "listening"
+
+
+async def test_partials_warm_the_llm_while_the_user_talks() -> None:
+    h = Harness(warm_llm=True)
+    h.agent.on_speech_start(1)
+    h.agent.on_partial(1, "what is the capital")
+    assert h.llm.warmed == ["what is the capital"]
+    await h.ask(2, "Hello?")
+    h.agent.on_partial(3, "tell me more")  # the agent is answering: no hint then
+    assert h.llm.warmed == ["what is the capital"]
+    await h.close()

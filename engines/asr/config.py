@@ -14,6 +14,7 @@ from engines.asr.errors import InvalidAsrConfigError
 
 ENGINES = ("faster-whisper", "funasr")
 LANGUAGES = ("en", "zh", "auto")
+DEVICES = ("cpu", "cuda", "auto")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class AsrConfig:
     cpu_threads: int = 2  # CTranslate2 threads per decode (intra-op)
     num_workers: int = 1  # decodes that may run at once across all sessions (inter-op)
     compute_type: str = "int8"  # CTranslate2 weight type on CPU
+    # "cpu"; "cuda" (CTranslate2's CUDA 12 build, float16; a GPU it cannot use stops start-up)
+    # or "auto" (CUDA when it works, else the CPU, logged). See engines/asr/device.py.
+    device: str = "cpu"
     beam_size: int = 1  # 1 = greedy (measured: fast and as accurate on short utterances)
     context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
     partial_interval_s: float = 1.0  # audio between partial re-decodes while the user speaks
@@ -46,6 +50,8 @@ class AsrConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidAsrConfigError(f"unknown asr engine {self.engine!r}; one of {ENGINES}")
+        if self.device not in DEVICES:
+            raise InvalidAsrConfigError(f"unknown asr device {self.device!r}; one of {DEVICES}")
         if self.cpu_threads < 1 or self.num_workers < 1 or self.beam_size < 1:
             raise InvalidAsrConfigError("cpu_threads, num_workers and beam_size must be >= 1")
         if not 0.0 <= self.context_pad_s <= 10.0:

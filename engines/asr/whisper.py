@@ -32,6 +32,7 @@ import numpy as np
 
 from engines.asr.audio import SAMPLE_RATE, pcm_to_float
 from engines.asr.config import AsrConfig
+from engines.asr.device import load_whisper
 from engines.asr.errors import AsrModelLoadError
 from engines.asr.model_files import resolve_whisper_model
 from engines.asr.text import SENTENCE_END, trim_restart
@@ -82,11 +83,7 @@ class WhisperModelRunner:
         self._tokenizer_type = Tokenizer
         with load_step(logger, f"whisper ({path.name}, {config.compute_type})"):
             try:
-                model = WhisperModel(
-                    str(path), device="cpu", compute_type=config.compute_type,
-                    cpu_threads=config.cpu_threads, num_workers=config.num_workers,
-                    local_files_only=True,
-                )
+                model = load_whisper(WhisperModel, path, config)  # [asr] device (device.py)
             except (RuntimeError, ValueError, OSError) as exc:
                 raise AsrModelLoadError(f"cannot load Whisper model from {path}: {exc}") from exc
         self._model = model.model

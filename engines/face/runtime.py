@@ -41,29 +41,36 @@ class FaceRuntime(ABC):
 
     def predict_batch(self, batch: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Several utterances (any lengths) in one model call; outputs in input order."""
-        checked = [self._check(f) for f in batch]
+        checked = [self.check(f) for f in batch]
         if not checked:
             return []
         frames = [math.ceil(len(f) / FEATS_PER_FRAME) for f in checked]
         rows = max(frames) * FEATS_PER_FRAME
         if rows == 0:
             return [np.zeros((0, NUM_LANDMARKS, 2), np.float32) for _ in checked]
-        x = np.full((len(checked), rows, N_MELS), SILENCE_VALUE, dtype=np.float32)
-        for i, f in enumerate(checked):
-            x[i, : len(f)] = f
         try:
-            y = self._run(x)
+            return self._infer(checked, frames, rows)
         except (FaceError, InvalidInputError):
             raise
         except Exception as exc:  # backend errors come in many types; keep them typed here
             raise FaceError(f"{self.name} face runtime failed: {exc}") from exc
+
+    def _infer(self, feats: list[np.ndarray], frames: list[int], rows: int) -> list[np.ndarray]:
+        """Checked utterances -> their offsets: pad into one [B, rows, 80] array, run it."""
+        x = np.full((len(feats), rows, N_MELS), SILENCE_VALUE, dtype=np.float32)
+        for i, f in enumerate(feats):
+            x[i, : len(f)] = f
+        y = self._run(x)
         return [np.ascontiguousarray(y[i, :n], dtype=np.float32) for i, n in enumerate(frames)]
 
     def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
         """Speech PCM -> offsets [ceil(duration * 25), 68, 2] (frame k at t = k / 25 s)."""
         return self.predict(log_mel(pcm, sample_rate))
 
-    def _check(self, features: np.ndarray) -> np.ndarray:
+    def check(self, features: np.ndarray) -> np.ndarray:
+        """Validated float32 features [T, 80] (`InvalidInputError` otherwise); callers that
+        batch several sessions check each request first, so one bad input fails only its own
+        caller."""
         f = np.asarray(features)
         if f.ndim != 2 or f.shape[1] != N_MELS:
             raise InvalidInputError(f"features must be [T, {N_MELS}], got {f.shape}")

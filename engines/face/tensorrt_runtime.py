@@ -11,8 +11,9 @@ torch and torch's current CUDA stream, so no pycuda is needed.
 This module imports without TensorRT installed; constructing `TensorRTFace` then raises
 `RuntimeUnavailableError`. TensorRT 11 dropped the FP16 builder flag (weakly typed networks),
 so the `tensorrt` extra pins 10.x and the builder says so if it meets 11.
-NOTE: written against the TensorRT 10 Python API documentation; no TensorRT was installable on
-the machines this project was built on, so this path has not been executed (see README).
+Supported: TensorRT 10.x. NOTE: written against, and reviewed again (2026-12-01) against,
+the TensorRT 10 Python API documentation; no TensorRT was installable on the machines this
+project was built on, so this path has not been executed (see README, GPU).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def import_tensorrt() -> Any:
         import tensorrt
     except ImportError as exc:
         raise RuntimeUnavailableError(
-            "TensorRT is not installed (extra `tensorrt`: NVIDIA GPU machines with TensorRT 10)"
+            f"TensorRT is not installed ({exc}): the `tensorrt` extra needs NVIDIA's TensorRT "
+            "10.x wheels (on PyPI, tensorrt-cu12/cu13-libs are sdists that download from "
+            "pypi.nvidia.com while building)"
         ) from exc
     return tensorrt
 
@@ -91,8 +94,9 @@ class TensorRTFace(FaceRuntime):
         self._logger = trt.Logger(trt.Logger.WARNING)
         with load_step(logger, f"face model {self.path.name} (tensorrt fp16, {self.device})"):
             blob = self._engine_blob()
-            runtime = trt.Runtime(self._logger)
-            self._engine = runtime.deserialize_cuda_engine(blob)
+            # Kept: the runtime must outlive the engines it deserialized.
+            self._runtime = trt.Runtime(self._logger)
+            self._engine = self._runtime.deserialize_cuda_engine(blob)
             if self._engine is None:
                 raise ModelLoadError("TensorRT could not deserialize the face engine")
             self._context = self._engine.create_execution_context()

@@ -52,6 +52,7 @@ def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> Chat
         return TransformersLLM(
             config.model, device=config.device, precision=config.precision,
             threads=config.threads, prompt=prompt, history_tokens=config.history_tokens,
+            context_tokens=config.context_tokens, cuda_graphs=config.cuda_graphs,
             temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
         )

@@ -27,6 +27,26 @@ class ChatLLM(Protocol):
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
     ) -> AsyncIterator[str]: ...
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        """A hint: `messages` ends with the user's words so far (a partial transcript). An
+        engine with a prompt cache may evaluate that prefix now, off the critical path, so
+        the final prompt only prefills what changed; others do nothing. Never blocks."""
+        ...
+
     def close(self) -> None:
         """Release what the engine holds (threads, a child process). Idempotent."""
         ...
+
+
+class LLMWrapper:
+    """Base of the wrappers that change what a `ChatLLM` says (resilience, grounding): the
+    wrapped engine gets the `warm` hints and the `close`; a subclass writes `stream`."""
+
+    def __init__(self, inner: ChatLLM) -> None:
+        self.inner = inner
+
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.inner.warm(messages)
+
+    def close(self) -> None:
+        self.inner.close()

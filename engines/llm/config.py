@@ -20,8 +20,11 @@ class LLMConfig:
     # A bundled model ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"), a .gguf file, or (for
     # "transformers") a Hugging Face model directory; None = qwen2.5-coder-1.5b.
     model: str | None = None
-    device: str = "auto"  # "transformers": "auto" (cuda if available), "cpu" or "cuda"
-    precision: str = "auto"  # "transformers": "auto" (cpu int8, cuda fp16), fp32, bf16, fp16
+    # "transformers": "auto" (CUDA if torch sees a GPU, else the CPU; a GPU that cannot take
+    # the model falls back to the CPU, logged), "cpu", "cuda" or "cuda:N" (GPU problems stop
+    # start-up)
+    device: str = "auto"
+    precision: str = "auto"  # "transformers": "auto" (cpu int8, cuda bf16), fp32, bf16, fp16
     # CPU threads for decoding (llama.cpp; torch for "transformers"); 0 = all cores. One is the
     # default: llama.cpp's threads wait for each other at every layer, and on 2 busy cores
     # (video, TTS) two threads fell to ~1 token/s while one kept ~20 (bench/RESULTS.md).
@@ -29,7 +32,10 @@ class LLMConfig:
     # "llama-cpp": threads for prompt evaluation, a short burst per turn (2 halved the first
     # token on 2 cores; bench/RESULTS.md); 0 = as `threads`.
     batch_threads: int = 2
-    context_tokens: int = 4096  # "llama-cpp": KV cache size (prompt + answer)
+    # KV cache size (prompt + answer). "transformers" on CUDA: the static cache, with a captured
+    # decode step for a quarter, a half and all of it (engines/llm/cuda_graphs.py)
+    context_tokens: int = 4096
+    cuda_graphs: bool = True  # "transformers" on CUDA: graph-captured decoding (else eager)
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
     system_prompt: str | None = None  # replaces the persona's prompt when set
     agent_name: str = "Ava"  # the name the personas introduce themselves with

@@ -7,7 +7,9 @@ thread. Jobs run one at a time, in order (one model, one KV cache); a job still 
 the thread is dropped when its consumer goes away, a running one stops at its next token.
 
 The thread also owns whatever the model needs to live on one thread (a CUDA context, a
-llama.cpp context): every call into the model happens there.
+llama.cpp context): every call into the model happens there. `background(work)` runs
+best-effort work (warming the KV cache) only while no stream is queued or running, and
+`work`'s event tells it to stop as soon as one arrives.
 """
 
 from __future__ import annotations
@@ -26,6 +28,24 @@ _DONE = object()
 class DecodeThread:
     def __init__(self, name: str) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._lock = threading.Lock()
+        self._streams = 0  # queued or running
+        self._yield = threading.Event()  # set while a stream waits: background work stops
+
+    def background(self, work: Callable[[threading.Event], None]) -> bool:
+        """Queue `work(stop)` unless a stream is queued or running; False if skipped."""
+        with self._lock:
+            if self._streams:
+                return False
+
+        def run() -> None:
+            with self._lock:
+                if self._streams:
+                    return
+            work(self._yield)
+
+        self._pool.submit(run)
+        return True
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the decode thread and wait for it (loading, warm-up, token counts)."""
@@ -45,16 +65,26 @@ class DecodeThread:
                 cancel.set()
 
         def run() -> None:
+            outcome: object = _DONE
             try:
                 for delta in job(cancel):
                     if cancel.is_set():
                         break
                     hand_over(delta)
-                hand_over(_DONE)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-                hand_over(exc)
+                outcome = exc
+            finally:
+                self._stream_done()  # before the consumer hears the end: the thread is free
+            hand_over(outcome)
 
-        future = self._pool.submit(run)
+        with self._lock:
+            self._streams += 1
+            self._yield.set()
+        try:
+            future = self._pool.submit(run)
+        except BaseException:
+            self._stream_done()
+            raise
         try:
             while (item := await deltas.get()) is not _DONE:
                 if isinstance(item, BaseException):
@@ -63,7 +93,14 @@ class DecodeThread:
                 yield item
         finally:
             cancel.set()
-            future.cancel()  # a job still queued behind another never starts
+            if future.cancel():  # a job still queued behind another never starts
+                self._stream_done()
+
+    def _stream_done(self) -> None:
+        with self._lock:
+            self._streams -= 1
+            if not self._streams:
+                self._yield.clear()
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, Sequence
 
-from engines.llm.base import ChatLLM, ChatMessage
+from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper
 from engines.llm.resilience import Notice
 
 # Digit groups joined by single spaces are one figure (phone numbers: "0800 123 4567").
@@ -47,16 +47,13 @@ def _figure_may_continue(text: str) -> bool:
     return bool(re.search(r"\d[\d,.:]*[,.:]?$|\d \Z", text))
 
 
-class GroundedLLM:
+class GroundedLLM(LLMWrapper):
     """A `ChatLLM` that never states a figure it was not given (see the module docstring)."""
 
     def __init__(self, inner: ChatLLM, facts: str, unknown: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._known = figures(facts)
         self._unknown = unknown.strip() + " "
-
-    def close(self) -> None:
-        self.inner.close()
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()

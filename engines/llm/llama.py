@@ -33,6 +33,8 @@ from engines.llm.stops import until_stop
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
+_MARK = "\ue000"  # a private-use character: where the user's words end in a formatted prompt
+_WARM_STEP = 8  # tokens per evaluation while warming: how soon a generation gets the thread
 
 
 class LlamaCppLLM:
@@ -96,6 +98,7 @@ class LlamaCppLLM:
         self.context_tokens = context_tokens
         self.last_prefill_tokens = 0  # prompt tokens the last call evaluated (reuse check)
         self.generated_tokens = 0  # all tokens generated so far (cancellation checks)
+        self.warmed_tokens = 0  # prompt tokens evaluated ahead by `warm`
         with load_step(logger, "LLM warm-up (persona and facts into the KV cache)"):
             self._thread.call(self.warm_up)
 
@@ -120,16 +123,21 @@ class LlamaCppLLM:
     def prompt_tokens(self, messages: Sequence[ChatMessage]) -> tuple[list[int], list[str]]:
         """Token ids of the prompt actually sent (persona, facts, history within budget) and
         the template's stop strings."""
+        text, add_bos, stop = self._formatted(messages)
+        return self._tokenize(text, add_bos), stop
+
+    def _formatted(self, messages: Sequence[ChatMessage]) -> tuple[str, bool, list[str]]:
         msgs = self.prompt.messages(messages)
         system, rest = msgs[:1], msgs[1:]
         # The system prompt (persona and facts) is bounded at load; history fits the rest.
         msgs = [*system, *fit_history(rest, self.count_tokens, self.history_tokens)]
         formatted = self._format(messages=[{"role": m.role, "content": m.content} for m in msgs])
-        ids = self._llm.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
         stop = formatted.stop
-        return list(ids), [stop] if isinstance(stop, str) else list(stop or [])
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        return formatted.prompt, not formatted.added_special, stops
+
+    def _tokenize(self, text: str, add_bos: bool) -> list[int]:
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
 
     def warm_up(self) -> None:
         """Evaluate the system prompt once, so the first user only prefills their words."""
@@ -148,6 +156,20 @@ class LlamaCppLLM:
         job = self._thread.stream(lambda cancel: self._generate(messages, max_new_tokens, cancel))
         return until_stop(job, stop)
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        """Evaluate the prompt up to the user's words so far (a partial transcript, its last
+        word left out: it is the one most often revised), so the final prompt prefills only
+        what changed. Best effort: skipped while a generation waits or runs, and it stops
+        as soon as one arrives."""
+        if not messages or messages[-1].role != "user" or self.prompt.retriever is not None:
+            return  # (retrieved facts come before the words and change with them)
+        words = messages[-1].content.split()
+        partial = " ".join(words[:-1]) if len(words) > 1 else ""
+        if len(partial) < 8:
+            return
+        marked = [*messages[:-1], ChatMessage("user", partial + _MARK)]
+        self._thread.background(lambda stop: self._warm(marked, stop))
+
     def close(self) -> None:
         self._thread.close()
 
@@ -156,6 +178,22 @@ class LlamaCppLLM:
         self._thread.call(lambda: None)
 
     # --- decode thread -----------------------------------------------------------------------
+
+    def _warm(self, marked: Sequence[ChatMessage], stop: threading.Event) -> None:
+        text, add_bos, _ = self._formatted(marked)
+        ids = self._tokenize(text[: text.index(_MARK)], add_bos)
+        cached = self._llm.input_ids[: self._llm.n_tokens].tolist()
+        reuse = 0
+        for a, b in zip(cached, ids, strict=False):
+            if a != b:
+                break
+            reuse += 1
+        self._llm.n_tokens = reuse  # what follows is another prompt's: dropped by `eval`
+        for start in range(reuse, len(ids), _WARM_STEP):
+            if stop.is_set():
+                return
+            self._llm.eval(ids[start : start + _WARM_STEP])
+        self.warmed_tokens += len(ids) - reuse
 
     def _generate(
         self,

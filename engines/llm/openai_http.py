@@ -81,6 +81,9 @@ class OpenAIChatLLM:
         self._read_timeout = read_timeout_s
         self._retries = retries
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        """Nothing to warm here: the server keeps (or not) its own prompt cache."""
+
     def close(self) -> None:
         """Nothing to release: each stream opens and closes its own connection."""
 

@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
-from engines.llm.base import ChatLLM, ChatMessage
+from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper
 from engines.llm.errors import InvalidInputError, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _sentence(text: str) -> str:
     return text + " " if text else ""
 
 
-class ResilientLLM:
+class ResilientLLM(LLMWrapper):
     """Wraps a `ChatLLM` (see the module docstring)."""
 
     def __init__(
@@ -101,16 +101,13 @@ class ResilientLLM:
     ) -> None:
         if min(first_token_deadline_s, answer_deadline_s, stall_timeout_s) <= 0:
             raise InvalidInputError("deadlines must be > 0")
-        self.inner = inner
+        super().__init__(inner)
         self.first_token_deadline_s = first_token_deadline_s
         self.answer_deadline_s = max(answer_deadline_s, first_token_deadline_s)
         self.stall_timeout_s = stall_timeout_s
         self.holding_phrase = _sentence(holding_phrase)
         self.apology = _sentence(apology)
         self.answer_cache = answer_cache
-
-    def close(self) -> None:
-        self.inner.close()
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()

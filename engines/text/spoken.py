@@ -21,8 +21,8 @@ _FENCE = "```"
 _URL_START = re.compile(r"(?:https?://|www\.)", re.I)
 _URL_PREFIXES = ("http://", "https://", "www.")
 _SPACE = re.compile(r"\s")
-_LINE_MARKER = re.compile(r"[ \t]*(?:#{1,6}[ \t]+|[-*•+][ \t]+|\d{1,3}[.)][ \t]+|>[ \t]*)")
-_MARKUP = frozenset("*#|")  # emphasis, headings and table bars inside a line
+_LINE_MARKER = re.compile(r"[ \t]*(?:[-•+][ \t]+|\d{1,3}[.)][ \t]+|>[ \t]*)|[ \t]+")
+_DROP = str.maketrans("", "", "*#|")  # emphasis, heading marks and table bars
 _EMOJI = re.compile(
     "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f900-\U0001f9ff\ufe0f\u200d]+"
 )
@@ -35,12 +35,13 @@ class SpokenFilter:
         self._line_start = True  # the pending text starts a line
         self._in_code = False
         self._in_url = False
-        self._prev = " "  # the character before the pending text
         self._spoken = "\n"  # the last character passed on (no double spaces from removals)
 
     def push(self, delta: str) -> str:
         """Add a delta; return the text that is safe to speak now."""
-        self._pending += delta
+        # Markup and emoji go first, so that nothing they hid can appear once they are gone
+        # ("http#s://..." is a web address too).
+        self._pending += _EMOJI.sub("", delta.translate(_DROP))
         return self._drain(final=False)
 
     def flush(self) -> str:
@@ -94,17 +95,13 @@ class SpokenFilter:
             elif _URL_START.match(s, i):
                 out.append(URL_WORDS)
                 self._in_url = True
-            elif not final and _url_prefix(s[i:]) and not (s[i - 1] if i else self._prev).isalnum():
+            elif not final and _url_prefix(s[i:]):
                 hold = i
                 break
             else:
-                spaced = c == " " and (out[-1] if out else self._spoken) == " "
-                if not (spaced or c in _MARKUP or _EMOJI.match(c)):
+                if not (c == " " and (out[-1] if out else self._spoken) == " "):
                     out.append(c)
                 i += 1
-        consumed = min(hold, i)
-        if consumed:
-            self._prev = s[consumed - 1]
         if out:
             self._spoken = out[-1][-1]
         self._pending = "" if final else s[hold:]

@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--llm", choices=["shared", "own"], default="shared",
                         help="agent mode: one LLM server for all workers, or a model per worker")
     parser.add_argument("--llm-model", help="GGUF for llama_cpp.server (default: bundled)")
-    parser.add_argument("--llm-threads", type=int, default=2)
+    parser.add_argument("--llm-threads", type=int, default=1)
     parser.add_argument("--llm-command",
                         help="any OpenAI-compatible server; {port} is replaced by its port")
     parser.add_argument("--no-turn", action="store_true", help="do not start coturn")

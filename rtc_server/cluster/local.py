@@ -181,15 +181,20 @@ def default_gguf() -> str:
     return str(resolve_gguf(None))
 
 
-def llama_server_argv(model: str, port: int, threads: int = 2) -> list[str]:
+def llama_server_argv(
+    model: str, port: int, threads: int = 1, batch_threads: int = 2
+) -> list[str]:
     """llama-cpp-python's OpenAI-compatible server on the GGUF (CPU boxes).
 
     It runs one generation at a time. `--interrupt_requests False` is essential when several
     sessions share it: by default a new request ends the stream in progress early (with
-    [DONE]), so one session's question would cut another's answer short.
+    [DONE]), so one session's question would cut another's answer short. One decode thread
+    and two for prompts, as the in-process engine (`[llm] threads`): on cores shared with
+    workers, two decode threads collapse.
     """
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
-            "--port", str(port), "--n_threads", str(threads), "--n_ctx", "4096",
+            "--port", str(port), "--n_threads", str(threads),
+            "--n_threads_batch", str(batch_threads), "--n_ctx", "4096",
             "--interrupt_requests", "False"]
 
 

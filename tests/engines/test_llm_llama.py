@@ -56,6 +56,29 @@ async def test_the_next_turn_reuses_the_cached_prefix_and_sees_the_history(
     assert "lisbon" in said.lower(), said
 
 
+async def test_warming_on_a_partial_leaves_the_final_little_to_prefill(
+    llm: LlamaCppLLM,
+) -> None:
+    before = llm.warmed_tokens
+    llm.warm([ChatMessage("user", "Can you tell me something about the history of")])
+    await asyncio.to_thread(llm.drain)
+    assert llm.warmed_tokens - before >= 8  # the partial's words went into the KV cache
+    final = [ChatMessage("user", "Can you tell me something about the history of Rome?")]
+    full = len(llm.prompt_tokens(final)[0]) - llm.count_tokens(llm.prompt.system)
+    assert await answer(llm, final, 8)
+    assert llm.last_prefill_tokens < full // 2
+
+
+async def test_warming_yields_to_a_generation(llm: LlamaCppLLM) -> None:
+    stream = llm.stream([ChatMessage("user", "Count from one to twenty.")], max_new_tokens=40)
+    assert await anext(stream)  # a generation is running
+    before = llm.warmed_tokens
+    llm.warm([ChatMessage("user", "Please tell me a story about the sea and the wind")])
+    await stream.aclose()  # type: ignore[attr-defined]
+    await asyncio.to_thread(llm.drain)
+    assert llm.warmed_tokens == before  # skipped: the model was busy
+
+
 async def test_cancelling_stops_within_a_token(llm: LlamaCppLLM) -> None:
     before = llm.generated_tokens
     await cancel_parked(llm, "Tell me a long story about a lighthouse keeper.", 3, 150)

@@ -223,6 +223,9 @@ class PerQuestion:
             yield word
             await asyncio.sleep(0)
 
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

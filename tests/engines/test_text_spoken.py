@@ -22,6 +22,7 @@ def spoken(text: str, cuts: list[int] | None = None) -> str:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        ("Go to http#s://a.b/c now.", f"Go to {URL_WORDS} now."),  # found by hypothesis
         ("To freeze it:\n1. Open the app.\n2) Tap **Cards**.\n- Then `Freeze card`.",
          "To freeze it:\nOpen the app.\nTap Cards.\nThen Freeze card."),
         ("## Opening hours\nWe open at 9:00.", "Opening hours\nWe open at 9:00."),
@@ -61,4 +62,4 @@ def test_the_result_does_not_depend_on_the_delta_boundaries(
                max_size=80))
 def test_plain_sentences_pass_unchanged(text: str) -> None:
     text = re.sub(r" {2,}", " ", text)
-    assert spoken(text) == text
+    assert spoken(text) == text.lstrip(" ")  # (a line's leading spaces are dropped)

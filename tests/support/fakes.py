@@ -7,8 +7,9 @@ an ASR that hands out the test's own streams, an executor that runs inline.
 - `ScriptedLLM(deltas, delay=, gap=, error=, stall_after=)`: a `ChatLLM` that waits for its
   `release` event (set unless a test clears it) and `delay` s, yields `deltas` `gap` s
   apart, then raises `error` if given; at delta number `stall_after` it waits for ever (a
-  stalled model). It records every call's messages, and counts the streams that ended before
-  their end (closed or cancelled) in `closed_early` (and sets `closed`);
+  stalled model). It records every call's messages (and each `warm` hint's last message in
+  `warmed`), and counts the streams that ended before their end (closed or cancelled) in
+  `closed_early` (and sets `closed`);
 - `FakeASR(make_stream)`: `open()` returns a new `make_stream()` and keeps it in `streams`;
 - `InlineExecutor`: `submit` runs the call at once (no threads; results and errors go to the
   awaiting coroutine as a thread pool's would).
@@ -65,6 +66,7 @@ class ScriptedLLM:
         self.closed = asyncio.Event()
         self.closed_early = 0
         self.finished = False
+        self.warmed: list[str] = []  # the last message of each `warm` hint
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
@@ -87,6 +89,9 @@ class ScriptedLLM:
             if not done:
                 self.closed_early += 1
                 self.closed.set()
+
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
+        self.warmed.append(messages[-1].content)
 
     def close(self) -> None:
         pass
