@@ -99,7 +99,7 @@ def cpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int
     if render:
         from skimage import data
 
-        from engines.face.portrait import detect_portrait_landmarks
+        from engines.portrait import detect_portrait_landmarks
         from media.avatar import AvatarRenderer
 
         image = np.ascontiguousarray(data.astronaut())

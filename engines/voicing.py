@@ -1,6 +1,9 @@
-"""Text chunk -> voice and lips: the one speaking path, shared by the live agent and the
-offline renderer (`python -m media.avatar render`), so one text gives the same lips in both.
+"""Text -> voice and lips: the one speaking path, shared by the live agent and the offline
+renderer (`python -m media.avatar render`), so one text gives the same lips in both.
 
+- `SpokenChunks`: answer text, whole or streamed, -> the chunks the voice says (code, web
+  addresses and markdown dropped by `SpokenFilter`, then the clause chunker; the first chunk
+  short, for early first audio). Fed token by token or all at once, it gives the same chunks;
 - `speak(tts, text)`: normalized text -> one `Speech` (the TTS's sentences joined), or None
   when there is nothing to say;
 - `lips(offsets, smoother, fps)`: the face model's landmark offsets (its own 25 fps) ->
@@ -22,9 +25,29 @@ import numpy as np
 from engines.face.features import FPS as FACE_FPS
 from engines.face.features import resample_frames
 from engines.face.smoothing import KalmanSmoother
+from engines.text.chunker import Chunker, ChunkerConfig
 from engines.text.normalize import normalize
+from engines.text.spoken import SpokenFilter
 from engines.tts.base import TTS, Speech, join_speech
 from engines.tts.phonemes import SILENCE
+
+FIRST_CHUNK_MAX_CHARS = 20  # the first chunk is cut at a space past this (the agent's default)
+
+
+class SpokenChunks:
+    def __init__(self, first_max_chars: int = FIRST_CHUNK_MAX_CHARS) -> None:
+        self._spoken = SpokenFilter()
+        self._chunker = Chunker(ChunkerConfig(first_max_chars=first_max_chars))
+
+    def push(self, delta: str) -> list[str]:
+        return self._chunker.push(self._spoken.push(delta))
+
+    def flush(self) -> list[str]:
+        return [*self._chunker.push(self._spoken.flush()), *self._chunker.flush()]
+
+    def all(self, text: str) -> list[str]:
+        """A whole text's chunks (then the instance is spent)."""
+        return [*self.push(text), *self.flush()]
 
 
 def speak(tts: TTS, text: str) -> Speech | None:

@@ -32,8 +32,7 @@ import numpy as np
 
 from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
-from engines.text.chunker import Chunker, ChunkerConfig
-from engines.text.spoken import SpokenFilter
+from engines.voicing import SpokenChunks
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import AgentText, State, Transcript, TurnTimings
@@ -127,7 +126,7 @@ class AgentBehaviour:
         self._update_state()
         if self._config.greeting:
             turn = self._new_turn(self._next_id(), "", None)
-            self._begin(turn, _chunks_of(self._config.greeting))
+            self._begin(turn, _chunks_of(self._config.greeting, self._config.first_chunk_max_chars))
 
     def on_audio(self, frame: np.ndarray) -> None:
         self._hearing.push(frame)
@@ -329,8 +328,7 @@ class AgentBehaviour:
 
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
-        chunker = Chunker(ChunkerConfig(first_max_chars=self._config.first_chunk_max_chars))
-        spoken = SpokenFilter()  # no code, web addresses or markdown reach the voice
+        chunks = SpokenChunks(self._config.first_chunk_max_chars)  # no code or markdown spoken
         deltas = aiter(self._engines.llm.stream(messages, max_new_tokens=self._llm_max_tokens))
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
         async with aclosing(deltas):  # type: ignore[type-var]
@@ -342,10 +340,10 @@ class AgentBehaviour:
                     yield str(delta)
                     continue
                 turn.mark("llm_first_token", clock.time())
-                for chunk in chunker.push(spoken.push(delta)):
+                for chunk in chunks.push(delta):
                     turn.mark("first_chunk", clock.time())
                     yield chunk
-        for chunk in [*chunker.push(spoken.flush()), *chunker.flush()]:
+        for chunk in chunks.flush():
             turn.mark("first_chunk", clock.time())
             yield chunk
 
@@ -381,7 +379,6 @@ class AgentBehaviour:
             )
 
 
-async def _chunks_of(text: str) -> AsyncGenerator[str, None]:
-    chunker = Chunker()
-    for chunk in [*chunker.push(text), *chunker.flush()]:
+async def _chunks_of(text: str, first_max_chars: int) -> AsyncGenerator[str, None]:
+    for chunk in SpokenChunks(first_max_chars).all(text):
         yield chunk

@@ -40,7 +40,7 @@ def load_portrait_image(path: str | None) -> np.ndarray:
     if path is None:
         return default_portrait()
     from engines.errors import EngineError
-    from engines.face.portrait import load_portrait
+    from engines.portrait import load_portrait
 
     try:
         return load_portrait(path)
@@ -50,7 +50,7 @@ def load_portrait_image(path: str | None) -> np.ndarray:
 
 def build_renderer(image: np.ndarray, config: Config) -> Any:
     """Fit the portrait's landmarks once and precompute its warp mesh (shared by sessions)."""
-    from engines.face.portrait import detect_portrait_landmarks
+    from engines.portrait import detect_portrait_landmarks
     from media.avatar import AvatarRenderer
 
     landmarks = detect_portrait_landmarks(image)
@@ -83,7 +83,7 @@ class Server:
             restrict_host_candidates_to_loopback()
 
     def _build_uploaded(self, data: bytes) -> Any:
-        from engines.face.portrait import load_portrait
+        from engines.portrait import load_portrait
 
         return build_renderer(load_portrait(data), self.config)
 

@@ -19,6 +19,7 @@ from engines.llm.config import LLMConfig
 from engines.tts.config import TTSConfig
 from engines.turn.config import TurnConfig
 from engines.vad.config import VadConfig
+from engines.voicing import FIRST_CHUNK_MAX_CHARS
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
@@ -128,7 +129,7 @@ class AgentConfig:
     warm_llm: bool = False
     # The first spoken chunk ends at the first clause boundary, or is cut at a space past
     # this many characters: shorter means earlier first audio, at some cost in prosody.
-    first_chunk_max_chars: int = 20
+    first_chunk_max_chars: int = FIRST_CHUNK_MAX_CHARS
     # Longest answer, in tokens (the LLM's own cap also applies).
     max_new_tokens: int = 120
     # Scheduling margin before the first audio frame of an utterance.

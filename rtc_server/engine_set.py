@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from engines.asr.base import StreamingASR
+from engines.face.base import FaceAnimator
 from engines.face.config import FaceConfig
 from engines.face.features import log_mel
 from engines.llm.base import ChatLLM
@@ -34,14 +35,6 @@ from rtc_server.config import Config
 from rtc_server.face_batch import FaceBatcher
 
 logger = logging.getLogger(__name__)
-
-
-class FaceAnimator(Protocol):
-    fps: int
-
-    def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
-        """Speech PCM -> landmark offsets [T, 68, 2] at `fps`."""
-        ...
 
 
 @dataclass

@@ -39,6 +39,8 @@ MODEL_PACKAGES = frozenset({
 # rtc_server's modules that serve HTTP (the single process's app and page, the cluster's
 # gateway and worker); the others raise rtc_server's domain errors.
 HTTP_MODULES = ("rtc_server/app.py", "rtc_server/page.py", "rtc_server/cluster/")
+# The face model's training: what a server loads never reaches it.
+TRAINING, TRAINING_DIR = "engines.face.training", "engines/face/training/"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ def violations(imp: Import) -> list[str]:
         broken.append(f"{where}: aiohttp only in the network-client engine (llm/openai_http)")
     if imp.top == "asyncio" and package == "engines" and not imp.module.startswith("engines/llm/"):
         broken.append(f"{where}: CPU-bound engines are synchronous (asyncio only in engines/llm)")
+    if imp.name.startswith(TRAINING) and not (
+        imp.module.startswith(TRAINING_DIR) or package in HARNESS
+    ):
+        broken.append(f"{where}: training code is imported only by itself and the harness")
     if imp.top in MODEL_PACKAGES and package in ("media", "signaling", "common"):
         broken.append(f"{where}: {package} never loads a model")
     if (
@@ -122,6 +128,7 @@ def test_every_module_keeps_to_its_layer() -> None:
     assert ("media/avatar/__main__.py", "engines.voicing") in seen
     assert ("engines/llm/openai_http.py", "aiohttp") in seen
     assert ("rtc_server/app.py", "signaling.errors") in seen
+    assert ("engines/face/training/data.py", "engines.face.training.visemes") in seen
     assert {i.module.split("/")[0] for i in found} == set(MAY_IMPORT)
 
 
@@ -133,7 +140,9 @@ def test_every_module_keeps_to_its_layer() -> None:
         ("engines/asr/x.py", "import asyncio", "CPU-bound engines are synchronous"),
         ("engines/llm/x.py", "from aiohttp import web", "aiohttp only"),
         ("engines/face/x.py", "from aiortc import RTCPeerConnection", "aiortc only"),
-        ("media/avatar/x.py", "from engines.face import portrait", "media may import only"),
+        ("media/avatar/x.py", "from engines import portrait", "media may import only"),
+        ("engines/face/runtime.py", "from engines.face.training import visemes", "training"),
+        ("rtc_server/x.py", "from engines.face.training.data import build_dataset", "training"),
         ("media/playout.py", "import aiortc", "aiortc only"),
         ("media/x.py", "import onnxruntime", "never loads a model"),
         ("signaling/x.py", "from rtc_server import errors", "signaling may import only"),
@@ -163,6 +172,8 @@ def test_each_rule_catches_its_breach(module: str, source: str, rule: str) -> No
         ("rtc_server/session.py", "from signaling.offer import Offer"),
         ("bench/x.py", "from testkit.speech import synth"),
         ("engines/face/x.py", "from common.face_geometry import BASIS"),
+        ("engines/face/training/train.py", "from engines.face.training.data import targets"),
+        ("tests/engines/x.py", "from engines.face.training.visemes import trajectory"),
     ],
 )
 def test_what_the_rules_allow(module: str, source: str) -> None:

@@ -3,16 +3,16 @@
 `create_face(config)` loads the shipped ONNX model on the configured runtime ("onnxruntime"
 default on CPU, "torch" on CPU/CUDA with CUDA graphs, "tensorrt" FP16 on NVIDIA GPUs); every
 runtime has `predict(features)`, `predict_batch([...])` and `animate(pcm, sample_rate)`.
-`engines.face.smoothing.KalmanSmoother` smooths a session's landmark stream;
-`engines.face.portrait` checks portraits and fits their 68 landmarks once (dlib).
-Heavy packages load lazily inside the implementation modules.
+`engines.face.smoothing.KalmanSmoother` smooths a session's landmark stream. Training lives
+apart in `engines.face.training` (never imported by a server), portrait intake in
+`engines.portrait`. Heavy packages load lazily inside the implementation modules.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engines.face.base import NUM_LANDMARKS, FaceModel
+from engines.face.base import NUM_LANDMARKS, FaceAnimator
 from engines.face.config import FaceConfig
 from engines.face.errors import InvalidInputError
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from engines.face.runtime import FaceRuntime
     from engines.face.smoothing import KalmanSmoother
 
-__all__ = ["NUM_LANDMARKS", "FaceConfig", "FaceModel", "create_face", "create_smoother"]
+__all__ = ["NUM_LANDMARKS", "FaceAnimator", "FaceConfig", "create_face", "create_smoother"]
 
 
 def create_face(config: FaceConfig | None = None) -> FaceRuntime:

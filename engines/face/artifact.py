@@ -34,7 +34,7 @@ def model_path(path: str | Path | None) -> Path:
     """The configured model file, or the shipped one; a clear error if it is missing."""
     resolved = Path(path) if path else DEFAULT_MODEL_PATH
     if not resolved.is_file():
-        hint = " (train it with `python -m engines.face.train`)" if path is None else ""
+        hint = " (train it with `python -m engines.face.training`)" if path is None else ""
         raise ModelLoadError(f"face model file not found: {resolved}{hint}")
     return resolved
 

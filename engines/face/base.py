@@ -1,7 +1,8 @@
-"""Audio-to-landmark contract.
+"""Audio-to-landmark contract: what a session needs of a face engine.
 
-Landmarks are 68 points in iBUG 300-W order, as offsets from a neutral face in a normalized face
-frame (see engines/face docs), one row per video frame at the model's `fps`.
+Landmarks are 68 points in iBUG 300-W order (`common.face_geometry`), as offsets from a neutral
+face in a normalized face frame, one row per video frame at the engine's `fps`. Every runtime
+(`engines.face.runtime.FaceRuntime` and its subclasses) satisfies it, as does any test double.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from typing import Protocol
 
 import numpy as np
 
-NUM_LANDMARKS = 68
+from common.face_geometry import NUM_LANDMARKS
 
 
-class FaceModel(Protocol):
+class FaceAnimator(Protocol):
     fps: int
 
-    def predict(self, features: np.ndarray) -> np.ndarray:
-        """features [T_feat, n_mels] float32 -> landmark offsets [T_frames, 68, 2] float32."""
+    def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
+        """Speech PCM -> landmark offsets [T, 68, 2] float32 at `fps`."""
         ...
+
+
+__all__ = ["NUM_LANDMARKS", "FaceAnimator"]

@@ -1,7 +1,7 @@
 """The avatar renderer: portrait + landmark offsets -> RGB frames, with idle blinks and motion.
 
 `AvatarRenderer(image, landmarks)` once per portrait (landmarks from
-`engines.face.portrait.detect_portrait_landmarks`; this package never loads a model), then
+`engines.portrait.detect_portrait_landmarks`; this package never loads a model), then
 `renderer.session(fps, seed)` per session and `Avatar.frame(index, offsets | None)` per frame.
 """
 

@@ -2,9 +2,10 @@
 
 This CLI is a composition root like `rtc_server`: it wires engines (TTS, face model, portrait
 landmarks) to the renderer, so it imports them; the renderer modules themselves never do.
-It speaks the way the live agent does, through the same path: the clause chunker cuts the
-text, each chunk -> `engines.voicing.speak` (TTS) -> the face model -> `engines.voicing.lips`
-(zero-phase smoothing with one smoother for the whole text, re-timed to the video's fps) ->
+It speaks the way the live agent does, through the same path (`voice_text`):
+`engines.voicing.SpokenChunks` cuts the text as the agent cuts an answer, each chunk ->
+`engines.voicing.speak` (TTS) -> the face model -> `engines.voicing.lips` (zero-phase
+smoothing with one smoother for the whole text, re-timed to the video's fps) ->
 placed at the next frame instant after the previous chunk -> `AvatarRenderer` frames with
 idle blinks and head motion -> H.264 + AAC mp4. One text gives the same lips here and live.
 """
@@ -15,19 +16,40 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engines.face.base import FaceAnimator
+    from engines.tts.base import TTS, Speech
 
 logger = logging.getLogger("media.avatar")
 
 
+def voice_text(
+    tts: TTS, face: FaceAnimator, text: str, fps: int,
+) -> list[tuple[Speech, np.ndarray]]:
+    """Each chunk of `text` as the live agent voices it: (speech, lips at `fps`), one smoother
+    for the whole text as one per turn live."""
+    from engines.face import FaceConfig, create_smoother
+    from engines.voicing import SpokenChunks, lips, speak
+
+    smoother = create_smoother(FaceConfig())
+    voiced = []
+    for chunk in SpokenChunks().all(text):
+        speech = speak(tts, chunk)
+        if speech is not None:
+            offsets = lips(face.animate(speech.pcm, speech.sample_rate), smoother, fps)
+            voiced.append((speech, offsets))
+    return voiced
+
+
 def render(args: argparse.Namespace) -> int:
-    from engines.face import FaceConfig, create_face, create_smoother
-    from engines.face.portrait import detect_portrait_landmarks, load_portrait
+    from engines.face import FaceConfig, create_face
+    from engines.portrait import detect_portrait_landmarks, load_portrait
     from engines.progress import Progress
-    from engines.text.chunker import Chunker
     from engines.tts import TTSConfig, create_tts
-    from engines.voicing import lips, speak
     from media.audio import OUT_RATE, to_out_rate
     from media.avatar.renderer import AvatarRenderer
     from media.avatar.video import write_mp4
@@ -39,15 +61,9 @@ def render(args: argparse.Namespace) -> int:
     face = create_face(FaceConfig(engine=args.engine, device=args.device,
                                   model_path=str(args.model) if args.model else None))
     tts = create_tts(TTSConfig(engine=args.tts))
-    smoother = create_smoother(FaceConfig())  # one per text, as one per turn live
-    chunker = Chunker()
     audio = np.zeros(0, np.int16)
     poses: list[np.ndarray] = []
-    for text in [*chunker.push(args.text), *chunker.flush()]:
-        speech = speak(tts, text)
-        if speech is None:
-            continue
-        offsets = lips(face.animate(speech.pcm, speech.sample_rate), smoother, args.fps)
+    for speech, offsets in voice_text(tts, face, args.text, args.fps):
         # The next chunk starts at the first frame instant after the previous one, as live.
         start = -(-len(audio) * args.fps // OUT_RATE)
         pcm = to_out_rate(speech.pcm, speech.sample_rate)

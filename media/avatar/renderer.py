@@ -6,7 +6,7 @@ Contract:
   face widths across, never beyond the image), scales it to the output size, closes the lips of
   the neutral face if the photo shows them parted (the model's neutral is lips together), and
   precomputes the warp mesh (`mesh.WarpMesh`). It never loads a model: landmarks come from
-  `engines.face.portrait.detect_portrait_landmarks`.
+  `engines.portrait.detect_portrait_landmarks`.
 - `renderer.render(offsets, pose, blink) -> uint8 [H, W, 3]` draws one frame: offsets [68, 2]
   in the normalized face frame (`common.face_geometry`) or None for the rest face, a head pose
   and an eyelid closure. A new array every call.

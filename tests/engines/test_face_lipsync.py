@@ -2,7 +2,7 @@
 
 The predicted mouth opening must follow the viseme target built from the voice's phoneme timings
 (the same construction as the training targets) and stay near closed in silence. The threshold
-comes from the held-out numbers of `python -m engines.face.train` (README, section face).
+comes from the held-out numbers of `python -m engines.face.training` (README, section face).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from common.face_geometry import mouth_opening, params_to_offsets
 from engines.face import create_face
 from engines.face.features import num_frames
 from engines.face.runtime import FaceRuntime
-from engines.face.visemes import trajectory
+from engines.face.training.visemes import trajectory
 from engines.tts.base import Speech
 from testkit.speech import Engine, synth_with_timings
 

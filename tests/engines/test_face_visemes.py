@@ -16,7 +16,7 @@ from common.face_geometry import (
 )
 from engines.face.errors import InvalidInputError
 from engines.face.features import N_MELS, SILENCE_VALUE, log_mel, num_frames, resample_frames
-from engines.face.visemes import brow_from_audio, trajectory, viseme_for
+from engines.face.training.visemes import brow_from_audio, trajectory, viseme_for
 from engines.tts.base import PhonemeTiming
 
 

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from skimage import data
 
-from engines.face.portrait import detect_portrait_landmarks
+from engines.portrait import detect_portrait_landmarks
 from media.avatar.__main__ import main
 from media.avatar.renderer import frame_portrait
 

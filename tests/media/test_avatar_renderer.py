@@ -10,7 +10,7 @@ import pytest
 from skimage import data
 
 from common.face_geometry import PARAMS, params_to_offsets
-from engines.face.portrait import detect_portrait_landmarks
+from engines.portrait import detect_portrait_landmarks
 from media.avatar import AvatarRenderer, Pose
 from media.avatar.motion import IdleMotion
 from media.avatar.video import write_mp4

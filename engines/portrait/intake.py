@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.face.errors import (
-    ModelLoadError,
+from engines.errors import ModelLoadError
+from engines.portrait.errors import (
     NoFaceError,
     NotAnImageError,
     PortraitSizeError,

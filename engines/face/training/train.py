@@ -1,6 +1,6 @@
 """Train the audio-to-landmark model on synthetic speech and export the shipped ONNX file.
 
-Usage: `python -m engines.face.train [--steps N] [--seed S] [--out PATH] [--quick]`
+Usage: `python -m engines.face.training [--steps N] [--seed S] [--out PATH] [--quick]`
 
 Steps: synthesize (or read the cached) training speech (`data.py`), compute log-mel features
 and viseme landmark targets, train `AudioToLandmarks` on random 4 s windows (Adam, cosine
@@ -25,11 +25,11 @@ import numpy as np
 
 from common.face_geometry import INNER_LIP_PAIRS, INNER_LIPS, JAW, OUTER_LIPS, mouth_opening
 from engines.face.artifact import DEFAULT_MODEL_PATH, export_onnx
-from engines.face.data import DataPlan, Utterance, build_dataset, targets
 from engines.face.features import FEATS_PER_FRAME, SILENCE_VALUE
+from engines.face.training.data import DataPlan, Utterance, build_dataset, targets
 from engines.progress import Progress
 
-logger = logging.getLogger("engines.face.train")
+logger = logging.getLogger("engines.face.training")
 
 WINDOW_FRAMES = 100  # 4 s per training window
 CONTEXT_FRAMES = 48  # real audio before each window (1.92 s > the 1.85 s receptive field)
@@ -174,7 +174,7 @@ def train(steps: int, seed: int, batch: int, threads: int, plan: DataPlan, out: 
 def main(argv: list[str] | None = None) -> int:
     from common.logs import setup_logging
 
-    parser = argparse.ArgumentParser(prog="python -m engines.face.train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m engines.face.training", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)

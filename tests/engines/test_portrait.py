@@ -10,14 +10,14 @@ import pytest
 from PIL import Image
 from skimage import data
 
-from engines.face.errors import (
+from engines.portrait import MAX_BYTES, detect_portrait_landmarks, load_portrait
+from engines.portrait.errors import (
     NoFaceError,
     NotAnImageError,
     PortraitError,
     PortraitSizeError,
     SeveralFacesError,
 )
-from engines.face.portrait import MAX_BYTES, detect_portrait_landmarks, load_portrait
 
 
 def _png(image: np.ndarray) -> bytes:

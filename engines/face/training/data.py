@@ -24,9 +24,9 @@ import numpy as np
 
 from common.face_geometry import params_to_offsets
 from engines.cache import cache_dir
-from engines.face.corpus import sentences
 from engines.face.features import SAMPLE_RATE, log_mel, num_frames
-from engines.face.visemes import brow_from_audio, trajectory
+from engines.face.training.corpus import sentences
+from engines.face.training.visemes import brow_from_audio, trajectory
 from engines.tts.base import PhonemeTiming, join_speech, resample_speech
 
 logger = logging.getLogger(__name__)

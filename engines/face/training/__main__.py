@@ -1,0 +1,5 @@
+import sys
+
+from engines.face.training.train import main
+
+sys.exit(main())
