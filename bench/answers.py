@@ -35,8 +35,7 @@ from bench.stats import pct  # noqa: E402
 from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
 from engines.llm.grounding import figures  # noqa: E402
 from engines.llm.personas import example_knowledge  # noqa: E402
-from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
-from engines.text.spoken import SpokenFilter  # noqa: E402
+from engines.voicing import SpokenChunks  # noqa: E402
 
 DONT_KNOW = (
     r"don'?t have|do not have|not sure|don'?t know|do not know|no information|not able to|"
@@ -127,7 +126,8 @@ QUESTIONS: tuple[Question, ...] = (
       accept=[r"\b60\b", "sixty"]),
     q("tutor", "tutor", "When is the deadline for the weekly quiz?", accept=["sunday"]),
     q("tutor", "tutor", "What is Newton's second law?",
-      accept=[r"mass.*acceleration", r"f\s*=\s*m\s*[*x×·]?\s*a", r"force equals"]),
+      accept=[r"mass.*acceleration", r"acceleration.*(mass|force)", r"proportional",
+              r"f\s*=\s*m\s*[*x×·]?\s*a", r"force equals"]),
     q("tutor", "tutor", "What is the unit of force?", accept=["newton"]),
     q("tutor", "tutor", "What is the pass mark for the course?", accept=[r"\b50\b", "fifty"]),
     q("tutor", "tutor", "Can I get a one-to-one session with a human teacher?",
@@ -168,8 +168,7 @@ async def ask(llm: ChatLLM, turns: Sequence[str], max_new_tokens: int) -> tuple[
     answer, first, rate = "", math.nan, math.nan
     for turn in turns:
         history.append(ChatMessage("user", turn))
-        chunker = Chunker(ChunkerConfig(first_max_chars=20))
-        spoken = SpokenFilter()
+        chunks = SpokenChunks()  # as the agent cuts its answer
         parts: list[str] = []
         t0 = time.perf_counter()
         first = rate = math.nan
@@ -180,7 +179,7 @@ async def ask(llm: ChatLLM, turns: Sequence[str], max_new_tokens: int) -> tuple[
             t_first_token = t_first_token or now
             deltas += 1
             parts.append(delta)
-            if chunker.push(spoken.push(delta)) and math.isnan(first):
+            if chunks.push(delta) and math.isnan(first):
                 first = now - t0
         end = time.perf_counter()
         if math.isnan(first):

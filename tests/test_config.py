@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,35 @@ def test_defaults_need_no_file_and_name_no_public_stun_server() -> None:
 def test_example_config_loads() -> None:
     config = load_config(REPO / "config.example.toml")
     assert config.ice.servers[0].urls[0].startswith("turn:")
+
+
+def config_keys() -> list[tuple[str, str]]:
+    """(section, key) for every option the loader accepts."""
+    config = Config()
+    return [(section.name, key.name) for section in dataclasses.fields(config)
+            for key in dataclasses.fields(getattr(config, section.name))]
+
+
+def test_every_option_is_in_the_example_with_its_default_and_in_the_readme() -> None:
+    """The example lists each key (commented out where the default is none) at its default
+    value, and the README names each one: an option nobody can find does not exist."""
+    text = (REPO / "config.example.toml").read_text(encoding="utf-8")
+    example = tomllib.loads(text)
+    readme_words = {w for span in re.findall(r"`([^`\n]+)`", (REPO / "README.md").read_text())
+                    for w in re.findall(r"\w+", span)}
+    config = Config()
+    missing, wrong, undocumented = [], [], []
+    for section, key in config_keys():
+        default = getattr(getattr(config, section), key)
+        if key in example.get(section, {}):
+            value = example[section][key]
+            if section != "ice" and (list(default) if isinstance(default, tuple) else default) != value:
+                wrong.append(f"{section}.{key} = {value!r}, default {default!r}")
+        elif not re.search(rf"^# {key} = ", text, re.M):
+            missing.append(f"{section}.{key}")
+        if key not in readme_words:
+            undocumented.append(f"{section}.{key}")
+    assert not missing and not wrong and not undocumented, (missing, wrong, undocumented)
 
 
 def test_toml_overlay_and_ice_servers(tmp_path: Path) -> None:
