@@ -160,12 +160,16 @@ class Result:
     invented: bool = False
     first_chunk_s: float = math.nan
     tokens_per_s: float = math.nan
+    first_token_s: float = math.nan
 
 
-async def ask(llm: ChatLLM, turns: Sequence[str], max_new_tokens: int) -> tuple[str, float, float]:
-    """Answer every turn in order (a fresh conversation); timings of the last answer."""
+async def ask(
+    llm: ChatLLM, turns: Sequence[str], max_new_tokens: int,
+) -> tuple[str, float, float, float]:
+    """Answer every turn in order (a fresh conversation); timings of the last answer: first
+    speakable chunk, decode rate, first token (s)."""
     history: list[ChatMessage] = []
-    answer, first, rate = "", math.nan, math.nan
+    answer, first, rate, first_token = "", math.nan, math.nan, math.nan
     for turn in turns:
         history.append(ChatMessage("user", turn))
         chunks = SpokenChunks()  # as the agent cuts its answer
@@ -184,11 +188,13 @@ async def ask(llm: ChatLLM, turns: Sequence[str], max_new_tokens: int) -> tuple[
         end = time.perf_counter()
         if math.isnan(first):
             first = end - t0
-        if t_first_token is not None and deltas > 1 and end > t_first_token:
-            rate = (deltas - 1) / (end - t_first_token)
+        if t_first_token is not None:
+            first_token = t_first_token - t0
+            if deltas > 1 and end > t_first_token:
+                rate = (deltas - 1) / (end - t_first_token)
         answer = "".join(parts).strip()
         history.append(ChatMessage("assistant", answer))
-    return answer, first, rate
+    return answer, first, rate, first_token
 
 
 def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
@@ -218,9 +224,10 @@ async def run(args: argparse.Namespace) -> list[Result]:
         try:
             for question in [x for x in QUESTIONS if x.persona == persona]:
                 for _ in range(args.runs):
-                    answer, first, rate = await ask(llm, question.turns, args.max_new_tokens)
+                    answer, first, rate, token = await ask(llm, question.turns,
+                                                           args.max_new_tokens)
                     ok, invented = judge(question, answer, facts)
-                    results.append(Result(question, answer, ok, invented, first, rate))
+                    results.append(Result(question, answer, ok, invented, first, rate, token))
                     if args.show:
                         mark = "ok " if ok else "BAD"
                         print(f"[{mark}] {question.turns[-1]} -> {answer}", file=sys.stderr)
@@ -249,8 +256,11 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
               f"({100 * bad / len(nc):.0f}%)")
     firsts = [r.first_chunk_s for r in results if not math.isnan(r.first_chunk_s)]
     rates = [r.tokens_per_s for r in results if not math.isnan(r.tokens_per_s)]
+    tokens = [r.first_token_s for r in results if not math.isnan(r.first_token_s)]
     print("\n| measure | p50 | p95 | n |")
     print("|---|---|---|---|")
+    print(f"| first token (the question's prefill) | {pct(tokens, 0.5) * 1000:.0f} ms | "
+          f"{pct(tokens, 0.95) * 1000:.0f} ms | {len(tokens)} |")
     print(f"| first speakable chunk | {pct(firsts, 0.5) * 1000:.0f} ms | "
           f"{pct(firsts, 0.95) * 1000:.0f} ms | {len(firsts)} |")
     print(f"| decode | {pct(rates, 0.5):.1f} tok/s | {pct(rates, 0.05):.1f} tok/s (p5) | "

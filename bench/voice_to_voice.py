@@ -147,13 +147,20 @@ async def ask_all(n: int, url: str, paused: bool) -> list[Result]:
     return results
 
 
+def _options(args: argparse.Namespace) -> str:
+    """The command's other options, as given (so a table says what it measured)."""
+    given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
+             "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm}
+    return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
+
+
 def report(results: list[Result], args: argparse.Namespace) -> str:
     v2v = [float(r["v2v_s"]) * 1000 for r in results if np.isfinite(float(r["v2v_s"]))]
     lags = [abs(float(r["av_lag_s"])) * 1000 for r in results]
     lines = [
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()} {args.machine}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/voice_to_voice.py "
-        f"--questions {args.questions} --set {args.set}'`",
+        f"--questions {args.questions} --set {args.set}{_options(args)}'`",
         "",
         "| metric | p50 | p95 |",
         "| --- | --- | --- |",
@@ -200,7 +207,8 @@ def main() -> int:
     parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
     parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
-    parser.add_argument("--warm", action="store_true", help="agent.warm_llm = true")
+    parser.add_argument("--warm-llm", choices=("true", "false"),
+                        help="agent.warm_llm (default: the server's, true)")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
@@ -208,8 +216,8 @@ def main() -> int:
     agent: dict[str, int | bool] = {}
     if args.first_chunk_max_chars is not None:
         agent["first_chunk_max_chars"] = args.first_chunk_max_chars
-    if args.warm:
-        agent["warm_llm"] = True
+    if args.warm_llm is not None:
+        agent["warm_llm"] = args.warm_llm == "true"
     results = asyncio.run(run(args.questions, args.port, args.set == "paused", agent, llm))
     return publish(report(results, args), results, args.json)
 

@@ -10,8 +10,10 @@ earlier turns come first in every prompt, so a turn prefills only its own words 
 load puts the persona and facts there before the first user). Sessions that alternate still
 share the persona-and-facts prefix.
 
-Measured on the 2-core dev machine (1.5B, 2 threads, greedy): ~30-40 tokens/s decode, first
-token 0.1-0.25 s with the persona cached, 1.9 GB RSS; the 0.5B decodes at ~65 tokens/s.
+Measured on the 2-core dev machine (1.5B, the defaults: 1 decode thread, 2 prompt threads;
+bench/RESULTS.md section answers): ~17 tokens/s decode, prompt evaluation ~80 tokens/s, so
+the first token comes 0.2 s after a 12-token question with the persona cached (0.5 s with the
+bank's facts and its 30-token reminder); 1.95 GB RSS.
 """
 
 from __future__ import annotations
