@@ -48,11 +48,11 @@ ANSWERS = (  # typical first sentences of the companion's answers (for the first
 )
 def first_chunk_tokens(tokenizer: Any) -> int:
     """Tokens of the longest first chunk (plus the one that shows its end) in ANSWERS."""
-    from engines.text.chunker import Chunker, ChunkerConfig
+    from engines.text.chunker import FIRST_CHUNK_MAX_CHARS, Chunker, ChunkerConfig
 
     counts = []
     for answer in ANSWERS:
-        chunker, text = Chunker(ChunkerConfig(first_max_chars=20)), ""
+        chunker, text = Chunker(ChunkerConfig(first_max_chars=FIRST_CHUNK_MAX_CHARS)), ""
         ids = tokenizer.encode(answer, add_special_tokens=False)
         for n in range(1, len(ids) + 1):
             full = tokenizer.decode(ids[:n])

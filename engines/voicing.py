@@ -25,13 +25,11 @@ import numpy as np
 from engines.face.features import FPS as FACE_FPS
 from engines.face.features import resample_frames
 from engines.face.smoothing import KalmanSmoother
-from engines.text.chunker import Chunker, ChunkerConfig
+from engines.text.chunker import FIRST_CHUNK_MAX_CHARS, Chunker, ChunkerConfig
 from engines.text.normalize import normalize
 from engines.text.spoken import SpokenFilter
 from engines.tts.base import TTS, Speech, join_speech
 from engines.tts.phonemes import SILENCE
-
-FIRST_CHUNK_MAX_CHARS = 20  # the first chunk is cut at a space past this (the agent's default)
 
 
 class SpokenChunks:

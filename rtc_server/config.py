@@ -16,10 +16,10 @@ from typing import Any, Literal
 from engines.asr.config import AsrConfig
 from engines.face.config import FaceConfig
 from engines.llm.config import LLMConfig
+from engines.text.chunker import FIRST_CHUNK_MAX_CHARS
 from engines.tts.config import TTSConfig
 from engines.turn.config import TurnConfig
 from engines.vad.config import VadConfig
-from engines.voicing import FIRST_CHUNK_MAX_CHARS
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError

@@ -77,6 +77,11 @@ def chunk_size(text: str) -> int:
     return len(text) + 2 * sum(1 for ch in text if is_cjk(ch))
 
 
+# The spoken answer's first chunk is cut at a space past this: the agent's and the offline
+# renderer's default (shorter than ChunkerConfig's 40: the first audio matters most).
+FIRST_CHUNK_MAX_CHARS = 20
+
+
 @dataclass(frozen=True)
 class ChunkerConfig:
     first_min_chars: int = 3  # the first chunk may end at any clause boundary from this length
