@@ -12,7 +12,7 @@ first speakable chunk (the agent's clause chunker, first chunk cut past 20 chara
 and decode tokens/s, then every answer that failed its rule.
 
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
-        [--knowledge-bank FILE] [--knowledge-tutor FILE] [--show] [--raw]
+        [--knowledge-bank FILE] [--knowledge-tutor FILE] [--personas bank ...] [--show] [--raw]
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
 async def run(args: argparse.Namespace) -> list[Result]:
     knowledge = {"bank": args.knowledge_bank, "tutor": args.knowledge_tutor}
     results: list[Result] = []
-    for persona in ("companion", "bank", "tutor"):
+    for persona in args.personas:
         config = LLMConfig(
             model=args.model, persona=persona, knowledge=knowledge.get(persona), seed=0,
             threads=args.threads, temperature=args.temperature,
@@ -282,6 +282,9 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=120)
     parser.add_argument("--knowledge-bank", default=None)
     parser.add_argument("--knowledge-tutor", default=None)
+    parser.add_argument("--personas", nargs="+", default=["companion", "bank", "tutor"],
+                        choices=["companion", "bank", "tutor"],
+                        help="only these personas' questions (default: all)")
     parser.add_argument("--show", action="store_true", help="print every answer as it comes")
     parser.add_argument("--raw", action="store_true",
                         help="the bare model, without the persona's figure check")

@@ -42,7 +42,8 @@ def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> Chat
 
         return LlamaCppLLM(
             config.model, prompt=prompt, threads=config.threads,
-            batch_threads=config.batch_threads, context_tokens=config.context_tokens,
+            batch_threads=config.batch_threads, burst_tokens=config.burst_tokens,
+            context_tokens=config.context_tokens,
             history_tokens=config.history_tokens, temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
         )

@@ -32,6 +32,10 @@ class LLMConfig:
     # "llama-cpp": threads for prompt evaluation, a short burst per turn (2 halved the first
     # token on 2 cores; bench/RESULTS.md); 0 = as `threads`.
     batch_threads: int = 2
+    # "llama-cpp": the first tokens of every answer decode on `batch_threads` too (~5 tokens
+    # make the first speakable chunk; until it is spoken no TTS runs, so the cores are free:
+    # 30 ms a token with 2 threads against 48 with 1 here); 0 = all on `threads`.
+    burst_tokens: int = 6
     # KV cache size (prompt + answer). "transformers" on CUDA: the static cache, with a captured
     # decode step for a quarter, a half and all of it (engines/llm/cuda_graphs.py)
     context_tokens: int = 4096
@@ -71,8 +75,8 @@ class LLMConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidInputError(f"unknown llm engine {self.engine!r} ({', '.join(ENGINES)})")
-        if self.threads < 0 or self.batch_threads < 0:
-            raise InvalidInputError("threads and batch_threads must be >= 0")
+        if self.threads < 0 or self.batch_threads < 0 or self.burst_tokens < 0:
+            raise InvalidInputError("threads, batch_threads and burst_tokens must be >= 0")
         if self.context_tokens < 512 or self.history_tokens < 64:
             raise InvalidInputError("context_tokens >= 512, history_tokens >= 64")
         if self.max_new_tokens < 1:

@@ -10,8 +10,9 @@ earlier turns come first in every prompt, so a turn prefills only its own words 
 load puts the persona and facts there before the first user). Sessions that alternate still
 share the persona-and-facts prefix.
 
-Measured on the 2-core dev machine (1.5B, the defaults: 1 decode thread, 2 prompt threads;
-bench/RESULTS.md section answers): ~17 tokens/s decode, prompt evaluation ~80 tokens/s, so
+Measured on the 2-core dev machine (1.5B, the defaults: 1 decode thread, 2 prompt threads,
+the first `burst_tokens` of an answer on 2 threads too; bench/RESULTS.md section answers):
+~20 tokens/s decode (30 ms a token on 2 threads, 48 on 1), prompt evaluation ~80 tokens/s, so
 the first token comes 0.2 s after a 12-token question with the persona cached (0.5 s with the
 bank's facts and its 30-token reminder); 1.95 GB RSS.
 """
@@ -49,6 +50,7 @@ class LlamaCppLLM:
         prompt: PromptBuilder,
         threads: int = 1,
         batch_threads: int = 0,
+        burst_tokens: int = 0,
         context_tokens: int = 4096,
         history_tokens: int = 1536,
         temperature: float = 0.0,
@@ -75,6 +77,8 @@ class LlamaCppLLM:
         self._thread = DecodeThread("llm-decode")
         n_threads = threads if threads > 0 else (os.cpu_count() or 2)
         n_batch_threads = batch_threads if batch_threads > 0 else n_threads
+        self._threads = (n_threads, n_batch_threads)
+        self.burst_tokens = burst_tokens
 
         def load() -> Any:
             return Llama(
@@ -216,13 +220,22 @@ class LlamaCppLLM:
                 break
             reuse += 1
         self.last_prefill_tokens = len(ids) - reuse
+        decode_threads, prompt_threads = self._threads
+        burst = self.burst_tokens if prompt_threads > decode_threads else 0
+        if burst:
+            # The answer's first tokens decode on the prompt's threads: until the first chunk
+            # is spoken nothing else needs the cores (no TTS yet), and its delay is the
+            # user's wait. Later tokens go back to `threads`, beside the TTS and the video.
+            self._llm._ctx.set_n_threads(prompt_threads, prompt_threads)  # noqa: SLF001
         chunks = self._llm.create_completion(
             prompt=ids, stream=True, max_tokens=max_new_tokens, stop=template_stops,
             **self._sampling,
         )
         try:
-            for chunk in chunks:
+            for n, chunk in enumerate(chunks, 1):
                 self.generated_tokens += 1
+                if n == burst:
+                    self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001
                 if cancel.is_set():
                     return
                 if delta := chunk["choices"][0]["text"]:
@@ -231,3 +244,5 @@ class LlamaCppLLM:
             raise LLMError(f"generation failed: {exc}") from exc
         finally:
             chunks.close()  # stops llama.cpp's loop at this token
+            if burst:
+                self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def llm() -> Iterator[LlamaCppLLM]:
     engine = LlamaCppLLM(
-        prompt=PromptBuilder.for_persona("companion", "Ava"), temperature=0.0, history_tokens=512
+        prompt=PromptBuilder.for_persona("companion", "Ava"), temperature=0.0, history_tokens=512,
+        threads=1, batch_threads=2,
     )
     yield engine
     engine.close()
@@ -67,6 +68,34 @@ async def test_warming_on_a_partial_leaves_the_final_little_to_prefill(
     full = len(llm.prompt_tokens(final)[0]) - llm.count_tokens(llm.prompt.system)
     assert await answer(llm, final, 8)
     assert llm.last_prefill_tokens < full // 2
+
+
+def _threads(llm: LlamaCppLLM) -> tuple[int, int]:
+    import llama_cpp
+
+    ctx = llm._llm._ctx.ctx  # noqa: SLF001 - what llama.cpp was told
+    return llama_cpp.llama_n_threads(ctx), llama_cpp.llama_n_threads_batch(ctx)
+
+
+async def test_the_first_tokens_burst_on_the_prompt_threads_and_say_the_same(
+    llm: LlamaCppLLM,
+) -> None:
+    question = [ChatMessage("user", "Name three colours of the rainbow.")]
+    plain = await answer(llm, question, 16)
+    llm.burst_tokens = 4
+    try:
+        burst = await answer(llm, question, 16)
+        assert _threads(llm) == (1, 2)  # back to one decode thread after the burst
+        # stopped inside the burst (the consumer leaves after one delta): restored as well
+        stream = llm.stream([ChatMessage("user", "Count from one to twenty.")], max_new_tokens=30)
+        async for _ in stream:
+            break
+        await stream.aclose()  # type: ignore[attr-defined]
+        llm.drain()
+        assert _threads(llm) == (1, 2)
+    finally:
+        llm.burst_tokens = 0
+    assert burst == plain  # greedy: the threads change the speed, not the tokens
 
 
 async def test_warming_yields_to_a_generation(llm: LlamaCppLLM) -> None:
