@@ -17,7 +17,8 @@ The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a r
   1-min load average is printed beside it.
 
     .venv/bin/python bench/asr.py [--sections wer,turn,realtime] [--model base|tiny.en]
-        [--pause-ms 200] [--turn smart-turn-v3.2|none] [--human-dir DIR] [--limit N]
+        [--pause-ms 200] [--decode-ahead-ms 80] [--turn smart-turn-v3.2|none]
+        [--human-dir DIR] [--limit N]
 """
 
 from __future__ import annotations
@@ -254,6 +255,8 @@ def main() -> None:
     parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
     parser.add_argument("--text-check", default="on", choices=("on", "off"))
     parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
+    parser.add_argument("--decode-ahead-ms", type=int, default=VadConfig.decode_ahead_ms,
+                        help="vad.decode_ahead_ms (0 = the pause decode at the pause)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
     parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
     args = parser.parse_args()
@@ -261,7 +264,7 @@ def main() -> None:
     asr = create_asr(AsrConfig(model=args.model))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on")
     model = load_turn_model(turn)
-    vad = VadConfig(pause_ms=args.pause_ms)
+    vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
     def hear(clip: Clip) -> list[HeardUtterance]:
         return listen(clip.audio, asr, vad=vad, turn=turn, turn_model=model)
@@ -269,7 +272,8 @@ def main() -> None:
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
           f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
-          f"{args.text_check}), pause {args.pause_ms} ms, long limit {turn.max_silence_ms} ms; "
+          f"{args.text_check}), pause {args.pause_ms} ms (decoded from {args.decode_ahead_ms} ms), "
+          f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")
     print(f"Command: `.venv/bin/python bench/asr.py {' '.join(sys.argv[1:])}`")
     if "wer" in sections:

@@ -30,7 +30,9 @@ def _lines(section: str, keys: Table) -> list[str]:
     return [f"[{section}]", *(f"{key} = {value(v)}" for key, v in keys.items())]
 
 
-def agent_toml(port: int, agent: Table | None = None, llm: Table | None = None) -> str:
+def agent_toml(
+    port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None
+) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
     lines = [
         *_lines("server", {"mode": "agent", "port": port, "log_level": "WARNING"}),
@@ -39,6 +41,8 @@ def agent_toml(port: int, agent: Table | None = None, llm: Table | None = None) 
     ]
     if llm is not None:
         lines += _lines("llm", llm)
+    if vad:
+        lines += _lines("vad", vad)
     return "\n".join(lines) + "\n"
 
 

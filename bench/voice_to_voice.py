@@ -117,9 +117,9 @@ async def one_question(
 
 
 async def run(
-    n: int, port: int, paused: bool, agent: Table, llm: Table,
+    n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table,
 ) -> list[Result]:
-    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm})
+    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad)
     async with running_server(config):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
@@ -150,7 +150,8 @@ async def ask_all(n: int, url: str, paused: bool) -> list[Result]:
 def _options(args: argparse.Namespace) -> str:
     """The command's other options, as given (so a table says what it measured)."""
     given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
-             "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm}
+             "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
+             "--decode-ahead-ms": args.decode_ahead_ms}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -209,6 +210,7 @@ def main() -> int:
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
     parser.add_argument("--warm-llm", choices=("true", "false"),
                         help="agent.warm_llm (default: the server's, true)")
+    parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
@@ -218,7 +220,10 @@ def main() -> int:
         agent["first_chunk_max_chars"] = args.first_chunk_max_chars
     if args.warm_llm is not None:
         agent["warm_llm"] = args.warm_llm == "true"
-    results = asyncio.run(run(args.questions, args.port, args.set == "paused", agent, llm))
+    vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
+    results = asyncio.run(
+        run(args.questions, args.port, args.set == "paused", agent, llm, vad)
+    )
     return publish(report(results, args), results, args.json)
 
 

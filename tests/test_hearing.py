@@ -31,17 +31,32 @@ FRAME = 320
 
 
 class FakeStream:
+    """Scripted texts, the next one for each pause decode; like the real stream, a `pause()`
+    finds its decode done when a `decode_ahead(rest)` covered everything fed since."""
+
     def __init__(self, texts: list[str]) -> None:
         self.ops: list[tuple[str, int]] = []  # (call, samples fed with it)
         self._texts = texts
+        self.decodes = 0
+        self._fed = 0
+        self._covered = -1  # samples the latest decode covered
 
     def feed(self, pcm: np.ndarray) -> str | None:
         self.ops.append(("feed", pcm.shape[0]))
+        self._fed += pcm.shape[0]
         return None
 
+    def decode_ahead(self, rest: np.ndarray) -> None:
+        self.ops.append(("ahead", rest.shape[0]))
+        self.decodes += 1
+        self._covered = self._fed + rest.shape[0]
+
     def pause(self) -> PauseText:
+        if self._covered < self._fed:
+            self.decodes += 1
+            self._covered = self._fed
         self.ops.append(("pause", 0))
-        text = self._texts[min(self.pauses - 1, len(self._texts) - 1)]
+        text = self._texts[min(self.decodes - 1, len(self._texts) - 1)]
         return PauseText(text, 0.95 if text.endswith((".", "?")) else 0.0)
 
     def finish(self) -> str:
@@ -106,7 +121,8 @@ class Recorder:
 
 class Rig:
     def __init__(
-        self, asr: FakeASR[FakeStream], model: FakeTurnModel | None, turn: TurnConfig
+        self, asr: FakeASR[FakeStream], model: FakeTurnModel | None, turn: TurnConfig,
+        vad: VadConfig,
     ) -> None:
         self.asr, self.model = asr, model
         self.clock = MediaClock()
@@ -115,7 +131,7 @@ class Rig:
         self.listener = Recorder()
         self.errors: list[str] = []
         self.hearing = Hearing(
-            asr=asr, vad=VadConfig(), turn=turn, turn_model=model, clock=self.clock,
+            asr=asr, vad=vad, turn=turn, turn_model=model, clock=self.clock,
             pools=self.pools, tasks=self.tasks, listener=self.listener,
             on_error=lambda kind, exc: self.errors.append(kind),
         )
@@ -155,8 +171,9 @@ async def rigs() -> AsyncIterator[list[Rig]]:
 
 
 def rig(rigs: list[Rig], texts: list[str], model: FakeTurnModel | None,
-        turn: TurnConfig | None = None) -> Rig:
-    rigs.append(Rig(FakeASR(lambda: FakeStream(texts)), model, turn or TurnConfig()))
+        turn: TurnConfig | None = None, vad: VadConfig | None = None) -> Rig:
+    rigs.append(Rig(FakeASR(lambda: FakeStream(texts)), model, turn or TurnConfig(),
+                    vad or VadConfig()))
     return rigs[-1]
 
 
@@ -252,7 +269,7 @@ async def test_without_a_turn_model_the_hangover_ends_the_turn(rigs: list[Rig]) 
     r.quiet(0.3)
     r.say(1.0)
     r.quiet(0.38)
-    await until(lambda: bool(r.asr.streams) and r.asr.streams[0].pauses == 1)
+    await until(lambda: bool(r.asr.streams) and r.asr.streams[0].decodes == 1)
     await until(lambda: ("pause", "Hello there.") in r.listener.calls)
     assert not r.listener.finals
     r.quiet(0.04)  # 400 ms of silence
@@ -282,6 +299,31 @@ async def test_silence_after_a_pause_is_not_fed_and_speech_after_it_is(
     await asyncio.wait_for(r.listener.final.wait(), 3)
     # the long limit ended it; the final is the second pause's decode (nothing fed since)
     assert stream.ops[-2:] == [("pause", 0), ("finish", 0)]
+
+
+@pytest.mark.parametrize("ahead_ms", [80, 0])
+async def test_the_pause_decode_runs_before_the_pause_and_is_reused_at_it(
+    rigs: list[Rig], ahead_ms: int
+) -> None:
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.9]), vad=VadConfig(
+        pause_ms=200, decode_ahead_ms=ahead_ms))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # 100 ms into the silence: no pause yet
+    await until(lambda: bool(r.asr.streams) and len(r.asr.streams[0].ops) > 0)
+    stream = r.asr.streams[0]
+    if ahead_ms:
+        await until(lambda: stream.decodes == 1)  # decoded already, as if 200 ms were heard
+        assert ("ahead", int((0.2 - ahead_ms / 1000) * SR)) in stream.ops
+    await asyncio.sleep(0.05)
+    assert ("pause", "What time is it?") not in r.listener.calls  # (the listener waits)
+    assert stream.decodes == (1 if ahead_ms else 0)
+    r.quiet(0.1)  # the pause
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "complete"
+    # one decode in all: at the pause nothing new had been fed, so its text was reused
+    assert stream.decodes == 1 and stream.fed_after_last_pause() == 0
+    assert sum(n for op, n in stream.ops if op == "feed") == int((0.3 + 1.0 + 0.2) * SR)
 
 
 async def test_a_failing_asr_still_ends_the_utterance_unheard(rigs: list[Rig]) -> None:

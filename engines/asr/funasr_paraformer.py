@@ -110,6 +110,9 @@ class FunAsrStream:
         `finish`, so the last ~300 ms may be missing until then); no end probability."""
         return PauseText(self._text)
 
+    def decode_ahead(self, rest: np.ndarray) -> None:
+        """Nothing to do early: Paraformer has decoded what it was fed already."""
+
     def finish(self) -> str:
         if self._closed:
             raise StreamClosedError("finish() called twice")

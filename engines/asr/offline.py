@@ -2,7 +2,8 @@
 
 `listen(audio, asr, ...)` runs synchronously, in audio time, what `rtc_server/hearing.py` runs
 live: 20 ms frames through the endpointer; frames of an utterance into its `AsrStream`
-(not the silence after a `SpeechPaused`);
+(not the silence after a `SpeechPaused`; the pause decode started `decode_ahead_ms` into a
+silence, `engines/asr/ahead.py`);
 `pause()` and the turn model at each `SpeechPaused`, the verdict back into the endpointer
 (`engines.turn.policy`); `finish()` at `SpeechEnded`. Here the model and the pause decode
 take no audio time: the verdict lands on the frame of the pause. Live, the endpoint comes
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
@@ -69,14 +71,20 @@ class _Listener:
         self._on_event = on_event
         self._stream: AsrStream | None = None
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
+        self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
         event = self._endpointer.push(frame)
         if event is not None:
             self._handle(event, frame)
-        elif self._stream is not None:
+        elif self._stream is not None and not self._paused:
             self._feed(frame)
+            rest = self._ahead.step(frame, self._endpointer.trailing_silence_ms)
+            if rest is not None:
+                start = time.perf_counter()
+                self._stream.decode_ahead(rest)  # the pause's text, if no speech comes first
+                self.utterances[-1].compute_s += time.perf_counter() - start
 
     def close(self) -> None:
         if self._stream is not None:
@@ -92,6 +100,7 @@ class _Listener:
         if isinstance(event, events.SpeechStarted):
             self.close()
             self._stream, self._paused = self._asr.open(), False
+            self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
         elif isinstance(event, events.SpeechEnded):
@@ -103,6 +112,7 @@ class _Listener:
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
             self._feed(frame)
+            self._ahead.reset()
             self._paused = True
             self._pause(event, now)
 

@@ -7,8 +7,10 @@ see `whisper.py`):
 - Partials (`feed`): every `partial_interval_s` of new audio, stretched so partial decoding
   takes at most `partial_cpu_share` of the stream's audio time.
 - `pause()`: decodes everything fed so far unless the last decode already covers it, and
-  returns the text. `finish()` returns that text without decoding again when nothing was fed
-  since; otherwise it decodes the rest.
+  returns the text. `decode_ahead(rest)` makes that decode early, on the audio fed plus
+  `rest` (silence, not kept): it then covers the next `len(rest)` samples fed, and partials
+  wait until audio beyond them comes. `finish()` returns that text without decoding again
+  when nothing was fed since; otherwise it decodes the rest.
 - Long speech: at a `pause()` past `max_segment_s` the text so far is committed and decoding
   continues on a new segment; past Whisper's window (`max_audio_s` minus 1 s) `feed` commits
   anyway. So any length works within Whisper's 30 s window.
@@ -68,6 +70,7 @@ class WhisperStream:
         self._segment = np.zeros(0, dtype=np.int16)  # audio of the current segment
         self._chunks: list[np.ndarray] = []  # fed audio not yet merged into `_segment`
         self._fed = 0  # samples of the current segment (merged or not)
+        self._committed_samples = 0  # samples of finished segments
         # (segment samples decoded, accepted text, its sentence-end probability if known)
         self._last: tuple[int, str, float | None] | None = None
         self._partial = ""
@@ -100,7 +103,7 @@ class WhisperStream:
         if self._fed >= self._window_limit:
             self._decode(self._fed)
             self._commit()
-        elif self._fed >= self._next_partial_at:
+        elif self._fed >= self._next_partial_at and not self._decoded_all():
             seconds = self._decode(self._fed)
             self.partial_decode_seconds += seconds
             interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
@@ -121,6 +124,21 @@ class WhisperStream:
         if self._fed >= self._cfg.max_segment_s * SAMPLE_RATE:
             self._commit()  # a pause is a safe place to cut: no word straddles it
         return PauseText(self._text(), end)
+
+    def decode_ahead(self, rest: np.ndarray) -> None:
+        """A pause may be coming: decode what was fed and `rest` now (see the module doc).
+
+        It counts as a partial (its text is one): it shares their CPU cap, so where short
+        gaps come often (speech in noise) the decode waits for the pause instead."""
+        if self._closed or not self._speech_heard() or not self._fed:
+            return
+        heard_s = (self._committed_samples + self._fed) / SAMPLE_RATE
+        if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
+            return
+        seconds = self._decode(self._fed, check_pcm16(rest))
+        self.partial_decode_seconds += seconds
+        interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
+        self._next_partial_at = self._fed + int(interval * SAMPLE_RATE)
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when nothing was said)."""
@@ -145,8 +163,12 @@ class WhisperStream:
             self._chunks = []
         return self._segment
 
-    def _decode(self, n: int) -> float:
-        decoded = self._runner.decode(self._audio()[:n])
+    def _decode(self, n: int, rest: np.ndarray | None = None) -> float:
+        """Decode the segment's first `n` samples (and `rest` after them, not kept)."""
+        audio = self._audio()[:n]
+        if rest is not None and rest.size:
+            audio, n = np.concatenate([audio, rest]), n + rest.shape[0]
+        decoded = self._runner.decode(audio)
         self.decodes += 1
         self.decode_seconds += decoded.seconds
         self.last_decode_done = time.perf_counter()
@@ -162,11 +184,12 @@ class WhisperStream:
     def _commit(self) -> None:
         """Freeze the decoded text; go on with the audio after it as a new segment."""
         assert self._last is not None
-        extent = self._last[0]
+        extent = min(self._last[0], self._fed)  # (a decode ahead may reach past the audio)
         self._committed = self._text()
         self.segments += 1
         logger.debug("committed %.2f s of audio", extent / SAMPLE_RATE)
         self._segment = self._audio()[extent:].copy()
         self._fed -= extent
+        self._committed_samples += extent
         self._last = None
         self._next_partial_at = self._fed + int(self._cfg.partial_interval_s * SAMPLE_RATE)

@@ -21,6 +21,9 @@ class VadConfig:
     min_speech_ms: int = 150  # voiced audio needed before SpeechStarted (rejects clicks, coughs)
     start_gap_ms: int = 100  # unvoiced gap that resets a not-yet-confirmed onset
     pause_ms: int = 200  # silence inside an utterance that makes a SpeechPaused
+    # Start the pause's ASR decode this far into a silence, the rest of `pause_ms` padded with
+    # the silence heard (engines/asr/ahead.py), so its text is ready at the pause; 0 = at it
+    decode_ahead_ms: int = 80
     end_silence_ms: int = 400  # silence (hangover) before SpeechEnded when there is no turn model
     max_utterance_s: float = 30.0  # forced SpeechEnded after this much speech
     pre_roll_ms: int = 500  # audio kept before the onset so the first syllable is not lost
@@ -38,6 +41,8 @@ class VadConfig:
                 raise InvalidVadConfigError(f"{name} must be >= 0")
         if self.pause_ms < self.frame_ms:
             raise InvalidVadConfigError("pause_ms must be at least one frame")
+        if not 0 <= self.decode_ahead_ms < self.pause_ms:
+            raise InvalidVadConfigError("decode_ahead_ms must be in [0, pause_ms)")
         if self.end_silence_ms <= self.pause_ms:
             raise InvalidVadConfigError("end_silence_ms must be longer than pause_ms")
         if self.max_utterance_s <= 0:
