@@ -5,15 +5,15 @@ At a pause (`[vad] pause_ms` of silence) the end-of-turn verdict waits for the p
 base takes ~0.25 s on 2 cores: the longest wait of the end of turn. So it starts earlier:
 `decode_ahead_ms` into a silence the caller asks the stream to `decode_ahead(rest)`: decode
 what it was fed plus `rest`, the pause's missing silence, made here of the room as it
-sounded before the utterance (the oldest part of its pre-roll; else the quietest frame of the
-silence, repeated). The stream keeps only the real audio; it goes on being fed the real
+sounded before the utterance (the quietest stretch of its pre-roll; else the quietest frame
+of the silence, repeated). The stream keeps only the real audio; it goes on being fed the real
 silence, and when the pause comes after that much of it (nothing else fed), `pause()`
 returns the early text at once. If the user speaks again first, the early decode was only a partial.
 
 Measured (bench/RESULTS.md, sections turn and voice_to_voice): at 80 ms the endpoint comes
 ~150 ms sooner live (end of turn p50 476 -> 326 ms); offline the verdicts barely move
-(complete questions ended by the model 48/80 against 47/80, false cut-offs 5/80 against
-3/80, borderline noisy cases). At 120 ms the live gain vanished (the early decode met the
+(complete questions ended by the model 47/80 as before, false cut-offs 5/80 against 3/80,
+borderline noisy cases; the same WER). At 120 ms the live gain vanished (the early decode met the
 lane's other work); at 40 ms 7/80 pauses were cut.
 
 `DecodeAhead.step(frame, trailing_silence_ms)` says, per frame of an utterance, when to ask
@@ -39,10 +39,19 @@ class DecodeAhead:
         self._room = np.zeros(0, np.int16)  # the oldest pre-roll of the utterance
 
     def start(self, audio: np.ndarray) -> None:
-        """A new utterance; `audio` is what `SpeechStarted` carried (its pre-roll first)."""
+        """A new utterance; `audio` is what `SpeechStarted` carried (its pre-roll first). The
+        room is its quietest stretch as long as the padding: the pre-roll may hold the end
+        of the previous utterance, the onset is speech."""
         self.reset()
         need = (self._pause_ms - self._ahead_ms) * SAMPLE_RATE // 1000
-        self._room = audio[:need].copy() if audio.size >= 3 * need else audio[:0]
+        self._room = audio[:0]
+        if not self._ahead_ms or audio.size < 2 * need:
+            return
+        hop = SAMPLE_RATE // 50
+        energy = np.cumsum(np.concatenate([[0.0], audio.astype(np.float64) ** 2]))
+        starts = np.arange(0, audio.size - need + 1, hop)
+        quietest = int(starts[np.argmin(energy[starts + need] - energy[starts])])
+        self._room = audio[quietest : quietest + need].copy()
 
     @property
     def enabled(self) -> bool:

@@ -37,8 +37,11 @@ def test_it_asks_at_decode_ahead_ms_for_the_rest_of_the_pause_once_per_silence()
 
 def test_the_rest_is_the_room_as_it_sounded_before_the_utterance() -> None:
     ahead = DecodeAhead(80, 200)
-    room, voice = np.full(SR // 2, 5, np.int16), np.full(SR // 5, 9, np.int16)
-    ahead.start(np.concatenate([room, voice]))  # SpeechStarted's audio: pre-roll, onset
+    # SpeechStarted's audio: the pre-roll (the end of an earlier utterance, then the room),
+    # then the onset
+    before, room, voice = (np.full(n, v, np.int16) for n, v in ((SR // 5, 700), (SR // 4, 5),
+                                                                (SR // 5, 900)))
+    ahead.start(np.concatenate([before, room, voice]))
     rests = [ahead.step(frame(1), 20 * i) for i in range(1, 5)]
     rest = rests[3]
     assert rest is not None and rest.shape[0] == 120 * SR // 1000 and (rest == 5).all()
