@@ -326,6 +326,26 @@ async def test_the_pause_decode_runs_before_the_pause_and_is_reused_at_it(
     assert sum(n for op, n in stream.ops if op == "feed") == int((0.3 + 1.0 + 0.2) * SR)
 
 
+async def test_speech_after_an_early_decode_is_all_fed_and_decoded_again(
+    rigs: list[Rig],
+) -> None:
+    """A gap of 100-180 ms is no pause: the early decode was a partial, every frame reaches
+    the ASR, and the pause that follows decodes again."""
+    r = rig(rigs, ["What time", "What time is it?"], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(0.6)
+    r.quiet(0.14)  # early decode at 80 ms, then the user goes on
+    r.say(0.5)
+    r.quiet(0.4)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    stream = r.asr.streams[0]
+    assert [op for op, _ in stream.ops].count("ahead") == 2  # one per silence run
+    assert sum(n for op, n in stream.ops if op == "feed") == int((0.3 + 0.6 + 0.14 + 0.5 + 0.2)
+                                                                 * SR)
+    assert stream.decodes == 2 and r.listener.finals[0].text == "What time is it?"
+    assert r.listener.finals[0].reason == "complete"
+
+
 async def test_a_failing_asr_still_ends_the_utterance_unheard(rigs: list[Rig]) -> None:
     """An answer paused by this speech waits for its final: an ASR that throws must still
     deliver one (empty), and the error is reported."""
