@@ -31,7 +31,8 @@ def _lines(section: str, keys: Table) -> list[str]:
 
 
 def agent_toml(
-    port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None
+    port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None,
+    asr: Table | None = None,
 ) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
     lines = [
@@ -43,6 +44,8 @@ def agent_toml(
         lines += _lines("llm", llm)
     if vad:
         lines += _lines("vad", vad)
+    if asr:
+        lines += _lines("asr", asr)
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,9 @@ Prints p50/p95 tables (markdown) over the questions.
     unshare -n sh -c 'ip link set lo up && \
         exec .venv/bin/python bench/voice_to_voice.py [--questions 20] [--set paused]'
 
+Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
+--first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s.
+
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 """
 
@@ -117,9 +120,9 @@ async def one_question(
 
 
 async def run(
-    n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table,
+    n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
 ) -> list[Result]:
-    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad)
+    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr)
     async with running_server(config):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
@@ -151,7 +154,8 @@ def _options(args: argparse.Namespace) -> str:
     """The command's other options, as given (so a table says what it measured)."""
     given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
              "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
-             "--decode-ahead-ms": args.decode_ahead_ms}
+             "--decode-ahead-ms": args.decode_ahead_ms,
+             "--partial-interval-s": args.partial_interval_s}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -211,6 +215,7 @@ def main() -> int:
     parser.add_argument("--warm-llm", choices=("true", "false"),
                         help="agent.warm_llm (default: the server's, true)")
     parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
+    parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
@@ -221,8 +226,10 @@ def main() -> int:
     if args.warm_llm is not None:
         agent["warm_llm"] = args.warm_llm == "true"
     vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
+    asr = {} if args.partial_interval_s is None else {
+        "partial_interval_s": args.partial_interval_s}
     results = asyncio.run(
-        run(args.questions, args.port, args.set == "paused", agent, llm, vad)
+        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr)
     )
     return publish(report(results, args), results, args.json)
 
