@@ -36,7 +36,7 @@ class DecodeAhead:
         self._pause_ms = pause_ms
         self._silence: list[np.ndarray] = []  # frames of the current silence run
         self._asked = False  # this silence run's early decode was requested
-        self._room = np.zeros(0, np.int16)  # the oldest pre-roll of the utterance
+        self._room = np.zeros(0, np.int16)  # the quietest stretch of the utterance's pre-roll
 
     def start(self, audio: np.ndarray) -> None:
         """A new utterance; `audio` is what `SpeechStarted` carried (its pre-roll first). The
@@ -58,7 +58,8 @@ class DecodeAhead:
         return self._ahead_ms > 0
 
     def reset(self) -> None:
-        """A new utterance, or a pause was reported (the endpointer takes over from there)."""
+        """A new silence run: the user spoke again, or a pause was reported (the endpointer
+        takes over from there)."""
         self._silence, self._asked = [], False
 
     def step(self, frame: np.ndarray, trailing_silence_ms: int) -> np.ndarray | None:

@@ -104,10 +104,7 @@ class WhisperStream:
             self._decode(self._fed)
             self._commit()
         elif self._fed >= self._next_partial_at and not self._decoded_all():
-            seconds = self._decode(self._fed)
-            self.partial_decode_seconds += seconds
-            interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
-            self._next_partial_at = self._fed + int(interval * SAMPLE_RATE)
+            self._partial_took(self._decode(self._fed))
         text = self._text()
         if text == self._partial or not text:
             return None
@@ -135,10 +132,7 @@ class WhisperStream:
         heard_s = (self._committed_samples + self._fed) / SAMPLE_RATE
         if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
             return
-        seconds = self._decode(self._fed, check_pcm16(rest))
-        self.partial_decode_seconds += seconds
-        interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
-        self._next_partial_at = self._fed + int(interval * SAMPLE_RATE)
+        self._partial_took(self._decode(self._fed, check_pcm16(rest)))
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when nothing was said)."""
@@ -177,6 +171,12 @@ class WhisperStream:
         end = decoded.end_probability if decoded.language == "en" else None
         self._last = (n, self._runner.accept(decoded), end)
         return decoded.seconds
+
+    def _partial_took(self, seconds: float) -> None:
+        """Account a partial's decode and stretch the cadence to keep within the CPU cap."""
+        self.partial_decode_seconds += seconds
+        interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
+        self._next_partial_at = self._fed + int(interval * SAMPLE_RATE)
 
     def _text(self) -> str:
         return join_pieces(self._committed, self._last[1] if self._last else "")

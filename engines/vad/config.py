@@ -22,7 +22,8 @@ class VadConfig:
     start_gap_ms: int = 100  # unvoiced gap that resets a not-yet-confirmed onset
     pause_ms: int = 200  # silence inside an utterance that makes a SpeechPaused
     # Start the pause's ASR decode this far into a silence, the rest of `pause_ms` padded with
-    # the silence heard (engines/asr/ahead.py), so its text is ready at the pause; 0 = at it
+    # the room's sound from the pre-roll (engines/asr/ahead.py), so its text is ready at the
+    # pause; 0 = at it
     decode_ahead_ms: int = 80
     end_silence_ms: int = 400  # silence (hangover) before SpeechEnded when there is no turn model
     max_utterance_s: float = 30.0  # forced SpeechEnded after this much speech
