@@ -30,6 +30,7 @@ from rtc_server.config import Config
 from rtc_server.errors import OfferRejected
 from rtc_server.events import ErrorEvent, Event, SessionStarted, State, StateChanged, encode
 from rtc_server.ice import rtc_configuration
+from rtc_server.inbound_hold import shorten_audio_hold
 from rtc_server.metrics import Metrics
 from rtc_server.tasks import TaskSet
 from signaling.offer import Offer
@@ -103,6 +104,7 @@ class Session:
         """Apply the remote offer and return our answer SDP (ICE candidates included)."""
         try:
             await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
+            shorten_audio_hold(self._pc)  # before any packet: the server does not play it
             self._pc.addTrack(self._audio_out)
             self._pc.addTrack(self._video_out)
             answer = await self._pc.createAnswer()
