@@ -254,6 +254,8 @@ def main() -> None:
     parser.add_argument("--model", default="base", help="base | tiny.en | a directory")
     parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
     parser.add_argument("--text-check", default="on", choices=("on", "off"))
+    parser.add_argument("--check-ahead", default="on", choices=("on", "off"),
+                        help="turn.check_ahead: ask the turn model with the early decode")
     parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
     parser.add_argument("--decode-ahead-ms", type=int, default=VadConfig.decode_ahead_ms,
                         help="vad.decode_ahead_ms (0 = the pause decode at the pause)")
@@ -262,7 +264,8 @@ def main() -> None:
     args = parser.parse_args()
 
     asr = create_asr(AsrConfig(model=args.model))
-    turn = TurnConfig(model=args.turn, text_check=args.text_check == "on")
+    turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
+                      check_ahead=args.check_ahead == "on")
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
@@ -272,7 +275,8 @@ def main() -> None:
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
           f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
-          f"{args.text_check}), pause {args.pause_ms} ms (decoded from {args.decode_ahead_ms} ms), "
+          f"{args.text_check}, asked ahead {args.check_ahead}), pause {args.pause_ms} ms "
+          f"(decoded from {args.decode_ahead_ms} ms), "
           f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")
     print(f"Command: `.venv/bin/python bench/asr.py {' '.join(sys.argv[1:])}`")

@@ -2,10 +2,10 @@
 
 `agent_toml(port, agent=..., llm=...)` is the benchmarks' server configuration: agent mode on
 127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
-and, when `llm` is given, an `[llm]` section. `running_server(config_toml)` writes the TOML,
-starts `python -m rtc_server --config ...`, waits for its "rtc-avatar ... at http://..." line
-(the models load first) and stops it at the end; the peer in the benchmark's process
-restricts its ICE candidates to 127.0.0.1.
+and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`).
+`running_server(config_toml)` writes the TOML, starts `python -m rtc_server --config ...`,
+waits for its "rtc-avatar ... at http://..." line (the models load first) and stops it at the
+end; the peer in the benchmark's process restricts its ICE candidates to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _lines(section: str, keys: Table) -> list[str]:
 
 def agent_toml(
     port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None,
-    asr: Table | None = None,
+    asr: Table | None = None, turn: Table | None = None,
 ) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
     lines = [
@@ -46,6 +46,8 @@ def agent_toml(
         lines += _lines("vad", vad)
     if asr:
         lines += _lines("asr", asr)
+    if turn:
+        lines += _lines("turn", turn)
     return "\n".join(lines) + "\n"
 
 

@@ -121,8 +121,9 @@ async def one_question(
 
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
+    turn: Table,
 ) -> list[Result]:
-    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr)
+    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn)
     async with running_server(config):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
@@ -155,7 +156,8 @@ def _options(args: argparse.Namespace) -> str:
     given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
              "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
              "--decode-ahead-ms": args.decode_ahead_ms,
-             "--partial-interval-s": args.partial_interval_s}
+             "--partial-interval-s": args.partial_interval_s, "--lead-ms": args.lead_ms,
+             "--check-ahead": args.check_ahead}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -216,6 +218,8 @@ def main() -> int:
                         help="agent.warm_llm (default: the server's, true)")
     parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
     parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
+    parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
+    parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
@@ -225,11 +229,14 @@ def main() -> int:
         agent["first_chunk_max_chars"] = args.first_chunk_max_chars
     if args.warm_llm is not None:
         agent["warm_llm"] = args.warm_llm == "true"
+    if args.lead_ms is not None:
+        agent["lead_ms"] = args.lead_ms
+    turn = {} if args.check_ahead is None else {"check_ahead": args.check_ahead == "true"}
     vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
     asr = {} if args.partial_interval_s is None else {
         "partial_interval_s": args.partial_interval_s}
     results = asyncio.run(
-        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr)
+        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr, turn)
     )
     return publish(report(results, args), results, args.json)
 

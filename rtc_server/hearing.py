@@ -4,7 +4,8 @@ Every 20 ms frame goes through the endpointer (microseconds) on the loop, which 
 where speech starts, pauses, resumes and ends (`engines/vad/endpointer.py`). Audio of an
 utterance is queued to one worker lane per session that drives its `AsrStream` off the loop:
 `feed` while the user speaks (frames that queue up behind a slow decode are merged into one
-feed), `pause()` at a pause, `finish()` at the end. The pause decode starts before the pause,
+feed; the silence after a word is fed without a partial decode, which would hold up the pause
+decode), `pause()` at a pause, `finish()` at the end. The pause decode starts before the pause,
 `decode_ahead_ms` into a silence (`engines/asr/ahead.py`), so at the pause its text is ready.
 The silence after a pause (past its first `pause_ms`) is not fed at all, so `finish()` reuses
 the pause decode, and a hesitation of 0.9 s reaches Whisper as a 0.2 s gap: measured, that
@@ -12,7 +13,9 @@ left Whisper surer of the sentence's end (13 of 20 paused piper questions ended 
 instead of 10, same WER).
 
 End of turn with a turn model (`[turn]`): at each `SpeechPaused` the model runs on the turn
-executor with the pause's audio while the lane decodes the pause; when the probability (and,
+executor with the pause's audio while the lane decodes the pause; with `check_ahead` it was
+asked already, beside the early decode and on the same audio (the window up to then plus the
+missing silence), so at the pause only the text may be outstanding; when the probability (and,
 with `text_check`, the pause text) are in, `engines.turn.policy` gives the verdict and
 `Endpointer.verdict` turns "complete" into `SpeechEnded` at once. A result for a pause that
 is no longer current (speech resumed, or the utterance ended) is dropped; a model that fails
@@ -92,6 +95,7 @@ class _Pause:
 
 
 _Op = tuple[str, int, object]
+_FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
 class Hearing:
@@ -127,6 +131,8 @@ class Hearing:
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
         self._pause: _Pause | None = None
+        # The turn model's verdict asked with the early pause decode, for this silence run.
+        self._early: asyncio.Future[float] | None = None
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
 
@@ -137,11 +143,15 @@ class Hearing:
         if event is not None:
             self._handle(event, frame)
         elif self._endpointer.in_speech:
-            self._feed(frame)
+            silence_ms = self._endpointer.trailing_silence_ms
+            self._feed(frame, partial=silence_ms == 0)
+            if silence_ms == 0:
+                self._early = None  # speech again: a verdict asked in the silence is stale
             if not self._paused:
-                rest = self._ahead.step(frame, self._endpointer.trailing_silence_ms)
+                rest = self._ahead.step(frame, silence_ms)
                 if rest is not None:
                     self._put(("ahead", self._utterance, rest))
+                    self._check_ahead(rest)
             self._voice()
 
     # --- endpointer events (on the loop) ----------------------------------------------------
@@ -149,27 +159,28 @@ class Hearing:
     def _handle(self, event: events.VadEvent, frame: np.ndarray) -> None:
         if isinstance(event, events.SpeechStarted):
             self._utterance += 1
-            self._paused, self._pause = False, None
+            self._paused, self._pause, self._early = False, None, None
             self._ahead.start(event.audio)
             self._onset_clock = self._stream_clock(event.t)
             self._put(("open", self._utterance, None))
             self._put(("feed", self._utterance, event.audio))
             self._listener.on_speech_start(self._utterance)
         elif isinstance(event, events.SpeechPaused):
-            self._feed(frame)
+            self._feed(frame, partial=False)
             self._ahead.reset()
             self._paused = True
             self._pause = _Pause(self._utterance, event.pause_id)
             self._put(("pause", self._utterance, event.pause_id))
+            early, self._early = self._early, None
             if self._model is not None:
-                self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event))
+                self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event, early))
         elif isinstance(event, events.SpeechResumed):
-            self._paused, self._pause = False, None
+            self._paused, self._pause, self._early = False, None, None
             self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, events.SpeechEnded):
-            self._paused, self._pause = False, None
+            self._paused, self._pause, self._early = False, None, None
             end = _End(self._clock.time(), self._stream_clock(event.t), event.reason)
             self._put(("finish", self._utterance, end))
 
@@ -177,9 +188,9 @@ class Hearing:
         """Clock time of endpointer stream time `t`."""
         return self._push_clock - (self._endpointer.time - t)
 
-    def _feed(self, frame: np.ndarray) -> None:
+    def _feed(self, frame: np.ndarray, partial: bool = True) -> None:
         if not self._paused:
-            self._put(("feed", self._utterance, frame))
+            self._put(("feed" if partial else "quiet", self._utterance, frame))
 
     def _voice(self) -> None:
         if self._endpointer.trailing_silence_ms == 0:
@@ -188,13 +199,27 @@ class Hearing:
 
     # --- the verdict (on the loop, fed from the turn executor and the lane) ------------------
 
-    async def _check(self, event: events.SpeechPaused) -> None:
+    def _check_ahead(self, rest: np.ndarray) -> None:
+        """Ask the turn model now, on the window a pause would carry (the silence's missing
+        part made of `rest`, as the early decode has it): at the pause its verdict is in."""
+        if self._model is None or not self._turn.check_ahead:
+            return
+        audio = np.concatenate([self._endpointer.turn_audio(), rest])
+        loop = asyncio.get_running_loop()
+        early = loop.run_in_executor(self._pools.turn, self._model.complete_probability, audio)
+        early.add_done_callback(_retrieve)  # unused when the user speaks on
+        self._early = early
+
+    async def _check(self, event: events.SpeechPaused, early: asyncio.Future[float] | None) -> None:
         assert self._model is not None
         loop = asyncio.get_running_loop()
         try:
-            probability = await loop.run_in_executor(
-                self._pools.turn, self._model.complete_probability, event.audio
-            )
+            if early is not None:
+                probability = await early
+            else:
+                probability = await loop.run_in_executor(
+                    self._pools.turn, self._model.complete_probability, event.audio
+                )
         except Exception as exc:  # no verdict: the endpointer's long limit ends the turn
             self._on_error("turn_model_failed", exc)
             return
@@ -227,7 +252,7 @@ class Hearing:
     # --- the ASR lane ----------------------------------------------------------------------
 
     def _put(self, op: _Op) -> None:
-        if len(self._ops) >= MAX_QUEUED_OPS and op[0] == "feed":
+        if len(self._ops) >= MAX_QUEUED_OPS and op[0] in _FEEDS:
             self._dropped += 1
             if self._dropped % 50 == 1:
                 logger.warning("ASR lane is behind; dropped %d frames", self._dropped)
@@ -255,8 +280,9 @@ class Hearing:
                     continue
                 if stream is None or utterance != current:
                     continue
-                if kind == "feed":
-                    text = await loop.run_in_executor(pool, stream.feed, self._merge_feeds(arg))
+                if kind in _FEEDS:
+                    pcm, partial = self._merge_feeds(kind, arg)
+                    text = await loop.run_in_executor(pool, stream.feed, pcm, partial)
                     if text:
                         self._listener.on_partial(utterance, text)
                 elif kind == "ahead":  # the pause decode, early; its text waits for the pause
@@ -287,9 +313,18 @@ class Hearing:
                         forced=arg.reason == "max_length", reason=arg.reason,
                     ))
 
-    def _merge_feeds(self, first: object) -> np.ndarray:
-        """Join queued feeds of the same utterance, so a lane that fell behind catches up."""
+    def _merge_feeds(self, kind: str, first: object) -> tuple[np.ndarray, bool]:
+        """Join queued feeds of the same utterance, so a lane that fell behind catches up;
+        a partial decode is allowed when the last of them was speech."""
         parts = [np.asarray(first)]
-        while self._ops and self._ops[0][0] == "feed":
-            parts.append(np.asarray(self._ops.popleft()[2]))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        while self._ops and self._ops[0][0] in _FEEDS:
+            kind, _, pcm = self._ops.popleft()
+            parts.append(np.asarray(pcm))
+        pcm = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return pcm, kind == "feed"
+
+
+def _retrieve(future: asyncio.Future[float]) -> None:
+    """Take an early verdict's failure (the pause's check reports it when it uses it)."""
+    if not future.cancelled():
+        future.exception()

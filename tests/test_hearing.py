@@ -36,13 +36,15 @@ class FakeStream:
 
     def __init__(self, texts: list[str]) -> None:
         self.ops: list[tuple[str, int]] = []  # (call, samples fed with it)
+        self.partial_flags: list[bool] = []  # feed's `partial`, per feed
         self._texts = texts
         self.decodes = 0
         self._fed = 0
         self._covered = -1  # samples the latest decode covered
 
-    def feed(self, pcm: np.ndarray) -> str | None:
+    def feed(self, pcm: np.ndarray, partial: bool = True) -> str | None:
         self.ops.append(("feed", pcm.shape[0]))
+        self.partial_flags.append(partial)
         self._fed += pcm.shape[0]
         return None
 
@@ -78,6 +80,7 @@ class FakeTurnModel:
     def __init__(self, probabilities: list[float], hold: bool = False) -> None:
         self._probabilities = probabilities
         self.calls = 0
+        self.sizes: list[int] = []  # samples of each call's window
         self.answered = 0
         self.release = threading.Event()
         if not hold:
@@ -86,6 +89,7 @@ class FakeTurnModel:
 
     def complete_probability(self, pcm16k: np.ndarray) -> float:
         self.calls += 1
+        self.sizes.append(pcm16k.size)
         assert pcm16k.size > 0  # the endpointer hands over the utterance window
         self.release.wait(5)
         self.answered += 1
@@ -344,6 +348,65 @@ async def test_speech_after_an_early_decode_is_all_fed_and_decoded_again(
                                                                  * SR)
     assert stream.decodes == 2 and r.listener.finals[0].text == "What time is it?"
     assert r.listener.finals[0].reason == "complete"
+
+
+@pytest.mark.parametrize("check_ahead", [True, False])
+async def test_the_turn_model_is_asked_with_the_early_decode_on_the_pause_s_window(
+    rigs: list[Rig], check_ahead: bool
+) -> None:
+    """With `check_ahead` the verdict is asked 80 ms into the silence, on what a pause would
+    carry (the missing 120 ms made of the room); the pause then only uses it."""
+    model = FakeTurnModel([0.9])
+    r = rig(rigs, ["What time is it?"], model, TurnConfig(check_ahead=check_ahead))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # past decode_ahead_ms, before the pause
+    if check_ahead:
+        await until(lambda: model.answered == 1)
+    else:
+        await asyncio.sleep(0.05)
+        assert model.calls == 0
+    r.quiet(0.1)  # the pause
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "complete" and model.calls == 1
+    # the same window either way: the utterance from its pre-roll plus 200 ms of silence
+    first = max(0, round(0.3 * SR) - VadConfig().pre_roll_ms * SR // 1000)
+    assert model.sizes == [int((0.3 + 1.0 + 0.2) * SR) - first]
+
+
+async def test_speech_after_an_early_verdict_makes_the_pause_ask_again(rigs: list[Rig]) -> None:
+    """The early "complete" belonged to a silence the user ended: the pause after the next
+    words asks the model again and its "incomplete" stands."""
+    model = FakeTurnModel([0.95, 0.1])
+    r = rig(rigs, ["What time", "What time is"], model, TurnConfig(text_check=False))
+    r.quiet(0.3)
+    r.say(0.6)
+    r.quiet(0.14)  # the early verdict (0.95), then the user goes on
+    await until(lambda: model.answered == 1)
+    r.say(0.5)
+    r.quiet(0.2)  # the pause: asked again (the early one at 80 ms of it, 0.1)
+    await until(lambda: model.answered == 2)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not r.listener.finals and model.calls == 2
+    r.quiet(1.4)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "silence"
+
+
+async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.1]))
+    r.quiet(0.3)
+    r.say(1.0)
+    await until(lambda: bool(r.asr.streams) and r.asr.streams[0]._fed == int(1.3 * SR))
+    stream = r.asr.streams[0]
+    assert stream.partial_flags and all(stream.partial_flags)  # speech: partials allowed
+    spoken = len(stream.partial_flags)
+    r.quiet(0.2)
+    await settle(r)
+    feeds = [n for op, n in stream.ops if op == "feed"]
+    assert not any(stream.partial_flags[spoken:])
+    assert sum(feeds[spoken:]) == int(0.2 * SR)  # the silence up to the pause, no partials
 
 
 async def test_a_failing_asr_still_ends_the_utterance_unheard(rigs: list[Rig]) -> None:

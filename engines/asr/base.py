@@ -7,7 +7,10 @@ one stream must not overlap (one lane per session); different streams may run co
 A stream runs no voice activity detection of its own: the endpointer (`engines.vad`) decides
 where speech starts, pauses and ends, and the caller drives the stream with it:
 - `feed(pcm)` while the user speaks; returns a new partial transcript now and then (at a
-  cadence the engine bounds by its CPU use), else None;
+  cadence the engine bounds by its CPU use), else None. `partial=False` only takes the audio:
+  the caller feeds the silence after a word that way, since a partial decode started there
+  would hold up the pause decode due a few frames later (an engine that decodes as it goes
+  may ignore it);
 - `pause()` when the endpointer reports a pause: decode what was fed, now, and return the
   stable text (the LLM may start on it) with the engine's probability that a sentence ends
   there, when it has one (the end-of-turn decision weighs it, `engines/turn/policy.py`);
@@ -35,8 +38,9 @@ class PauseText:
 
 
 class AsrStream(Protocol):
-    def feed(self, pcm16k: np.ndarray) -> str | None:
-        """Add audio; return the new partial transcript when it changed, else None."""
+    def feed(self, pcm16k: np.ndarray, partial: bool = True) -> str | None:
+        """Add audio; return the new partial transcript when it changed, else None. With
+        `partial=False` no partial decode (a full window is still committed)."""
         ...
 
     def pause(self) -> PauseText:

@@ -93,7 +93,8 @@ class FunAsrStream:
         self._text = ""
         self._closed = False
 
-    def feed(self, pcm16k: np.ndarray) -> str | None:
+    def feed(self, pcm16k: np.ndarray, partial: bool = True) -> str | None:
+        """Paraformer decodes 600 ms chunks as they fill, so `partial` changes nothing."""
         if self._closed:
             raise StreamClosedError("feed() after finish()")
         pcm = check_pcm16(pcm16k)

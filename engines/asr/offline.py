@@ -2,8 +2,9 @@
 
 `listen(audio, asr, ...)` runs synchronously, in audio time, what `rtc_server/hearing.py` runs
 live: 20 ms frames through the endpointer; frames of an utterance into its `AsrStream`
-(not the silence after a `SpeechPaused`; the pause decode started `decode_ahead_ms` into a
-silence, `engines/asr/ahead.py`);
+(not the silence after a `SpeechPaused`; the silence after a word without partial decodes;
+the pause decode, and with `[turn] check_ahead` the turn model's call, started
+`decode_ahead_ms` into a silence, `engines/asr/ahead.py`);
 `pause()` and the turn model at each `SpeechPaused`, the verdict back into the endpointer
 (`engines.turn.policy`); `finish()` at `SpeechEnded`. Here the model and the pause decode
 take no audio time: the verdict lands on the frame of the pause. Live, the endpoint comes
@@ -72,6 +73,7 @@ class _Listener:
         self._stream: AsrStream | None = None
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
+        self._early: float | None = None  # the turn model's probability asked ahead
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
@@ -79,12 +81,18 @@ class _Listener:
         if event is not None:
             self._handle(event, frame)
         elif self._stream is not None and not self._paused:
-            self._feed(frame)
-            rest = self._ahead.step(frame, self._endpointer.trailing_silence_ms)
+            silence_ms = self._endpointer.trailing_silence_ms
+            self._feed(frame, partial=silence_ms == 0)
+            if silence_ms == 0:
+                self._early = None
+            rest = self._ahead.step(frame, silence_ms)
             if rest is not None:
                 start = time.perf_counter()
                 self._stream.decode_ahead(rest)  # the pause's text, if no speech comes first
                 self.utterances[-1].compute_s += time.perf_counter() - start
+                if self._model is not None and self._turn.check_ahead:
+                    window = np.concatenate([self._endpointer.turn_audio(), rest])
+                    self._early = self._model.complete_probability(window)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -99,7 +107,7 @@ class _Listener:
             self._on_event(now, event)
         if isinstance(event, events.SpeechStarted):
             self.close()
-            self._stream, self._paused = self._asr.open(), False
+            self._stream, self._paused, self._early = self._asr.open(), False, None
             self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
@@ -108,26 +116,26 @@ class _Listener:
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
         elif isinstance(event, events.SpeechResumed):
-            self._paused = False
+            self._paused, self._early = False, None
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
-            self._feed(frame)
+            self._feed(frame, partial=False)
             self._ahead.reset()
             self._paused = True
             self._pause(event, now)
 
-    def _feed(self, pcm: np.ndarray) -> None:
+    def _feed(self, pcm: np.ndarray, partial: bool = True) -> None:
         assert self._stream is not None
         if self._paused:
             return
         start = time.perf_counter()
-        partial = self._stream.feed(pcm)
+        text = self._stream.feed(pcm, partial)
         took = time.perf_counter() - start
         utterance = self.utterances[-1]
         utterance.compute_s += took
         utterance.partial_compute_s += took
-        if partial is not None:
-            utterance.partials.append((self._endpointer.time, partial))
+        if text is not None:
+            utterance.partials.append((self._endpointer.time, text))
 
     def _pause(self, event: events.SpeechPaused, now: float) -> None:
         assert self._stream is not None
@@ -136,7 +144,9 @@ class _Listener:
         self.utterances[-1].compute_s += time.perf_counter() - start
         probability, complete = None, False
         if self._model is not None:
-            probability = self._model.complete_probability(event.audio)
+            early, self._early = self._early, None
+            probability = (early if early is not None
+                           else self._model.complete_probability(event.audio))
             known = paused if needs_text(probability, self._turn) else None
             complete = is_complete(probability, known, self._turn)
         self.utterances[-1].pauses.append(PauseCheck(

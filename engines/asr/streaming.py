@@ -87,8 +87,9 @@ class WhisperStream:
 
     # --- AsrStream -------------------------------------------------------------------------
 
-    def feed(self, pcm16k: np.ndarray) -> str | None:
-        """Add audio; return the new partial transcript when it changed."""
+    def feed(self, pcm16k: np.ndarray, partial: bool = True) -> str | None:
+        """Add audio; return the new partial transcript when it changed (`partial=False`: no
+        partial decode now, see engines.asr.base)."""
         if self._closed:
             raise StreamClosedError("feed() after finish()")
         pcm = check_pcm16(pcm16k)
@@ -103,6 +104,8 @@ class WhisperStream:
         if self._fed >= self._window_limit:
             self._decode(self._fed)
             self._commit()
+        elif not partial:
+            return None
         elif self._fed >= self._next_partial_at and not self._decoded_all():
             self._partial_took(self._decode(self._fed))
         text = self._text()

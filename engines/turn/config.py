@@ -20,6 +20,7 @@ class TurnConfig:
     threshold: float = 0.5  # complete when the model's probability is above this ...
     text_check: bool = True  # ... and the pause's transcript ends a sentence (policy.py) ...
     sentence_end_threshold: float = 0.85  # ... with at least this ASR probability for its . ? !
+    check_ahead: bool = True  # ask the model with the early pause decode ([vad] decode_ahead_ms)
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
 

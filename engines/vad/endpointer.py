@@ -15,7 +15,7 @@ Contract:
 - Pause: `pause_ms` without speech -> `SpeechPaused(t=end of the last speech frame, pause_id,
   audio)`, once per silence run. With a turn model (`max_silence_ms` given), `audio` is the
   utterance from its pre-roll up to now, at most the last `WINDOW_S` (8) seconds; without
-  one it is empty.
+  one it is empty. `turn_audio()` is the same window at any moment inside an utterance.
 - Resume: speech after a reported pause -> `SpeechResumed(t, audio)`, `audio` from the
   frames that confirmed the speech (the last 60 ms, plus one frame) through the end of the
   push. From then on that pause is stale.
@@ -112,6 +112,14 @@ class Endpointer:
     def time(self) -> float:
         """Stream time (s) of the end of the audio analysed so far."""
         return self._samples_done / SAMPLE_RATE
+
+    def turn_audio(self) -> np.ndarray:
+        """The turn model's window as of now, as a pause now would carry it: the utterance
+        from its pre-roll, at most the last 8 s (empty outside one or without a turn model).
+        For a verdict asked before the pause (`engines/asr/ahead.py`)."""
+        if not (self._in_speech and self.semantic):
+            return _EMPTY
+        return self._turn_audio()
 
     @property
     def trailing_silence_ms(self) -> int:

@@ -97,6 +97,20 @@ def test_early_decodes_share_the_partials_cpu_cap() -> None:
     assert runner.calls == calls + 1
 
 
+def test_feed_without_partial_takes_the_audio_and_decodes_nothing() -> None:
+    """The silence after a word comes with partial=False: the pause decode is due soon."""
+    runner = _SlowRunner(0.01)
+    stream = WhisperStream(runner, AsrConfig(speech_gate=False))  # type: ignore[arg-type]
+    assert stream.feed(np.ones(2 * SR, np.int16), partial=False) is None
+    assert runner.calls == 0
+    assert stream.feed(np.ones(320, np.int16)) == "words."  # speech again: the partial is due
+    assert runner.calls == 1
+    stream.feed(np.zeros(1600, np.int16), partial=False)
+    assert runner.calls == 1
+    assert stream.pause().text == "words."  # the pause decodes what came since
+    assert runner.calls == 2
+
+
 @pytest.mark.slow
 def test_whisper_reuses_the_early_decode_at_the_pause_and_keeps_real_audio() -> None:
     asr = WhisperStreamingASR(AsrConfig(speech_gate=False))

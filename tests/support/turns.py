@@ -66,7 +66,7 @@ class FakeStream:
     def __init__(self) -> None:
         self.samples = 0
 
-    def feed(self, pcm: np.ndarray) -> str | None:
+    def feed(self, pcm: np.ndarray, partial: bool = True) -> str | None:
         self.samples += len(pcm)
         return None
 
