@@ -54,7 +54,7 @@ SMART_TURN_MS = 26  # Smart Turn v3.2, onnxruntime 1 thread (shared/RECIPES.md)
 ASR_CPU_MS = 200  # Whisper base int8 pause decode of a 2 s question on 2 CPU cores (~0.2 s,
 # the hearing work's measurement, 2026-12-01; RECIPES: 0.39 s for a 2 s clip)
 TTS_MS = 120  # piper first audio of a 3-word first chunk, p50 (bench/RESULTS.md think_speak)
-LEAD_MS = 60  # [agent] lead_ms
+LEAD_MS = 20  # [agent] lead_ms
 NETWORK_MS = 30  # one way over a LAN plus the browser's jitter buffer: assumed, not measured
 
 

@@ -92,7 +92,7 @@ class Turn:
     host: TurnHost
     utterance_id: int | None = None  # None for the greeting
     speculative: bool = False  # started on a partial; nothing plays until confirm()
-    lead_s: float = 0.06
+    lead_s: float = 0.02
     apology: str = ""
     marks: dict[str, float] = field(default_factory=dict)
     chunks: list[SpokenChunk] = field(default_factory=list)
