@@ -6,6 +6,8 @@ over 127.0.0.1, says the question through its microphone, and measures what it r
 - voice-to-voice: end of the peer's speech -> first agent audio received (aiortc's receiver
   jitter-buffer hold of 80 ms is subtracted, as a browser's playout would start then);
 - the per-stage breakdown from the turn's `timings` event (ms after the endpoint fired);
+- stall: silence inside an answer where its next chunk was not ready yet (the turn's
+  `stall_ms`, reported once the whole answer has played);
 - A/V skew: the lag that best aligns the mouth opening seen in the received video with the
   received audio envelope, per answer.
 - hearing: the end of turn (the endpoint after the end of the voice, from `timings`) and,
@@ -18,7 +20,8 @@ Prints p50/p95 tables (markdown) over the questions.
         exec .venv/bin/python bench/voice_to_voice.py [--questions 20] [--set paused]'
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
---first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s.
+--first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
+--check-ahead, --runway-ms.
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import platform
 import sys
@@ -93,6 +97,9 @@ async def one_question(
         lambda e: e["type"] == "timings" and "first_audio_sent" in e["marks_ms"], 60
     )
     await asyncio.sleep(3.0)  # some answer audio and video for the A/V skew
+    with contextlib.suppress(TimeoutError):  # complete once the whole answer has played
+        await peer.wait_event(lambda e: e["type"] == "timings" and e["turn_id"] == first[
+            "turn_id"] and e.get("stall_ms") is not None, 30)
     final = [e for e in peer.received.events_of("timings") if e["turn_id"] == first["turn_id"]]
     a_t, rms = audio_timeline(peer.received)
     loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
@@ -114,7 +121,10 @@ async def one_question(
     return {
         "question": question if isinstance(question, str) else question.text,
         "heard": " / ".join(transcript), "cut_off": cut_off,
-        "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "av_lag_s": lag, "av_corr": corr,
+        "said": [e["text"] for e in peer.received.events_of("agent_text")
+                 if e["turn_id"] == first["turn_id"] and e["text"]],
+        "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "stall_ms": final[-1].get("stall_ms"),
+        "av_lag_s": lag, "av_corr": corr,
         "fps": fps, "fps_worst_1s": float(min(windows)) if windows else float("nan"),
     }
 
@@ -157,6 +167,7 @@ def _options(args: argparse.Namespace) -> str:
              "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
              "--decode-ahead-ms": args.decode_ahead_ms,
              "--partial-interval-s": args.partial_interval_s, "--lead-ms": args.lead_ms,
+             "--runway-ms": args.runway_ms,
              "--check-ahead": args.check_ahead}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
@@ -183,6 +194,10 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
                   if stage in r["marks_ms"]]
         lines.append(f"| {stage} (ms after endpoint) | {pct(values, 0.5):.0f} | "
                      f"{pct(values, 0.95):.0f} |")
+    stalls = [float(r["stall_ms"]) for r in results if r.get("stall_ms") is not None]
+    if stalls:
+        lines.append(f"| stall (the voice ran dry between chunks), ms per answer | "
+                     f"{pct(stalls, 0.5):.0f} | {pct(stalls, 0.95):.0f} |")
     lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 0.5):.0f} | "
                  f"{pct(lags, 0.95):.0f} |")
     corr = [float(r["av_corr"]) for r in results]
@@ -194,7 +209,8 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
                  f"{pct(fps, 0.05):.1f} (p5) |")
     lines.append(f"| received video fps, worst 1 s window | {pct(worst, 0.5):.0f} | "
                  f"{pct(worst, 0.05):.0f} (p5) |")
-    lines.append(f"\n{len(v2v)}/{len(results)} answers heard.")
+    lines.append(f"\n{len(v2v)}/{len(results)} answers heard; "
+                 f"{sum(s > 0 for s in stalls)}/{len(stalls)} played to the end had a stall.")
     if args.set == "paused":
         cuts = sum(bool(r["cut_off"]) for r in results)
         lines.append(f"False cut-offs (a final transcript before the rest of the question): "
@@ -219,6 +235,7 @@ def main() -> int:
     parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
     parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
     parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
+    parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     args = parser.parse_args()
     setup_logging("INFO")
@@ -231,6 +248,8 @@ def main() -> int:
         agent["warm_llm"] = args.warm_llm == "true"
     if args.lead_ms is not None:
         agent["lead_ms"] = args.lead_ms
+    if args.runway_ms is not None:
+        agent["runway_ms"] = args.runway_ms
     turn = {} if args.check_ahead is None else {"check_ahead": args.check_ahead == "true"}
     vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
     asr = {} if args.partial_interval_s is None else {

@@ -5,7 +5,9 @@ renderer (`python -m media.avatar render`), so one text gives the same lips in b
   addresses and markdown dropped by `SpokenFilter`, then the clause chunker; the first chunk
   short, for early first audio). Fed token by token or all at once, it gives the same chunks;
 - `speak(tts, text)`: normalized text -> one `Speech` (the TTS's sentences joined), or None
-  when there is nothing to say;
+  when there is nothing to say. The voice's own silence is cut to what the chunk's end calls
+  for (`chunk_pauses`): a chunk cut in mid-clause is followed by its next words as in one
+  sentence, and the first sound of an answer is not delayed by a voice's lead-in;
 - `lips(offsets, smoother, fps)`: the face model's landmark offsets (its own 25 fps) ->
   smoothed offsets at the video's fps. The whole chunk is known before it plays, so it is
   smoothed both ways (zero phase): a causal Kalman filter alone delays the mouth by about a
@@ -25,10 +27,17 @@ import numpy as np
 from engines.face.features import FPS as FACE_FPS
 from engines.face.features import resample_frames
 from engines.face.smoothing import KalmanSmoother
-from engines.text.chunker import FIRST_CHUNK_MAX_CHARS, Chunker, ChunkerConfig
+from engines.text.chunker import (
+    CLAUSE_ENDS,
+    CLOSERS,
+    FIRST_CHUNK_MAX_CHARS,
+    SENTENCE_ENDS,
+    Chunker,
+    ChunkerConfig,
+)
 from engines.text.normalize import normalize
 from engines.text.spoken import SpokenFilter
-from engines.tts.base import TTS, Speech, join_speech
+from engines.tts.base import TTS, Speech, join_speech, trim_silence
 from engines.tts.phonemes import SILENCE
 
 
@@ -43,9 +52,30 @@ class SpokenChunks:
     def flush(self) -> list[str]:
         return [*self._chunker.push(self._spoken.flush()), *self._chunker.flush()]
 
+    def cut(self) -> list[str]:
+        """What has passed the filter, as a chunk now (`Chunker.cut`)."""
+        return self._chunker.cut()
+
     def all(self, text: str) -> list[str]:
         """A whole text's chunks (then the instance is spent)."""
         return [*self.push(text), *self.flush()]
+
+
+# Silence kept around a chunk's sound (ms): before it; after it by how the chunk ends. A
+# sentence keeps the voice's own final pause (piper: ~150-250 ms); a clause about a comma's
+# pause inside a sentence; words cut at a space about a gap between words, so that with the
+# next chunk's lead-in two chunks sound like one sentence rather than two.
+LEAD_MS = 10.0
+CLAUSE_TRAIL_MS = 120.0
+WORDS_TRAIL_MS = 30.0
+
+
+def chunk_pauses(text: str) -> tuple[float, float | None]:
+    """(lead, trail) silence to keep around the speech of chunk `text` (None: the voice's)."""
+    end = text.rstrip().rstrip(CLOSERS)[-1:]
+    if not end or end in SENTENCE_ENDS or text.rstrip(" \t").endswith("\n"):
+        return LEAD_MS, None
+    return LEAD_MS, CLAUSE_TRAIL_MS if end in CLAUSE_ENDS else WORDS_TRAIL_MS
 
 
 def speak(tts: TTS, text: str) -> Speech | None:
@@ -53,7 +83,10 @@ def speak(tts: TTS, text: str) -> Speech | None:
     if not spoken:
         return None
     parts = [p for p in tts.synthesize(spoken) if len(p.pcm)]
-    return join_speech(parts, text.strip()) if parts else None
+    if not parts:
+        return None
+    lead, trail = chunk_pauses(text)
+    return trim_silence(join_speech(parts, text.strip()), lead_ms=lead, trail_ms=trail)
 
 
 def lips(offsets: np.ndarray, smoother: KalmanSmoother | None, fps: int) -> np.ndarray:

@@ -329,6 +329,7 @@ class AgentBehaviour:
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
         chunks = SpokenChunks(self._config.first_chunk_max_chars)  # no code or markdown spoken
+        runway_s = self._config.runway_ms / 1000
         deltas = aiter(self._engines.llm.stream(messages, max_new_tokens=self._llm_max_tokens))
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
         async with aclosing(deltas):  # type: ignore[type-var]
@@ -343,6 +344,9 @@ class AgentBehaviour:
                 for chunk in chunks.push(delta):
                     turn.mark("first_chunk", clock.time())
                     yield chunk
+                if runway_s and turn.runs_dry_within(runway_s):
+                    for chunk in chunks.cut():
+                        yield chunk
         for chunk in chunks.flush():
             turn.mark("first_chunk", clock.time())
             yield chunk
@@ -367,15 +371,17 @@ class AgentBehaviour:
         if "first_audio_sent" in turn.marks:
             timings = turn.timings_ms()
             self._session.emit(
-                TurnTimings(turn_id=turn.id, marks_ms=timings, barge_in_ms=turn.barge_in_ms)
+                TurnTimings(turn_id=turn.id, marks_ms=timings, barge_in_ms=turn.barge_in_ms,
+                            stall_ms=round(turn.stall_ms, 1))
             )
+            self._session.metrics.turn_stall_ms.observe(turn.stall_ms)
             if "speech_end" in turn.marks:
                 self._session.metrics.observe_turn(timings)
             fields = {f"ms_{stage}": ms for stage, ms in timings.items()}
             self._session.log.info(
                 "turn %d done", turn.id,
                 extra={"heard_words": len(heard.split()), "interrupted": turn.interrupted,
-                       **fields},
+                       "stall_ms": round(turn.stall_ms, 1), **fields},
             )
 
 

@@ -131,6 +131,10 @@ class AgentConfig:
     # The first spoken chunk ends at the first clause boundary, or is cut at a space past
     # this many characters: shorter means earlier first audio, at some cost in prosody.
     first_chunk_max_chars: int = FIRST_CHUNK_MAX_CHARS
+    # Later chunks end at sentence ends; when the voice would run dry within this many ms
+    # (the playing chunk ends before the sentence would), the next chunk is cut now, at the
+    # last clause boundary or word: a short pause instead of dead air. 0 = off.
+    runway_ms: int = 700
     # Longest answer, in tokens (the LLM's own cap also applies).
     max_new_tokens: int = 120
     # Scheduling margin before the first audio frame of an utterance. The tracks read the
@@ -141,8 +145,12 @@ class AgentConfig:
     apology: str = "Sorry, something went wrong on my side. Could you say that again?"
 
     def __post_init__(self) -> None:
-        if self.barge_in_min_ms < 0 or self.lead_ms < 0 or self.max_new_tokens < 1:
-            raise ValueError("barge_in_min_ms and lead_ms must be >= 0, max_new_tokens >= 1")
+        if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms) < 0 or (
+            self.max_new_tokens < 1
+        ):
+            raise ValueError(
+                "barge_in_min_ms, lead_ms and runway_ms must be >= 0, max_new_tokens >= 1"
+            )
         if self.false_interruption_max_ms < self.barge_in_min_ms:
             raise ValueError("false_interruption_max_ms must be >= barge_in_min_ms")
         if self.first_chunk_max_chars < 3:

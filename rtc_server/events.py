@@ -59,6 +59,7 @@ class TurnTimings:
     turn_id: int
     marks_ms: dict[str, float] = field(default_factory=dict)
     barge_in_ms: float | None = None  # user speech onset -> agent audio cleared, if barged in
+    stall_ms: float | None = None  # voice ran dry between chunks; set once the turn has ended
 
 
 @dataclass(frozen=True)

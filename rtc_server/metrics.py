@@ -47,6 +47,13 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.turn_stall_ms = Histogram(
+            "rtc_turn_stall_ms",
+            "Silence inside agent answers where the next chunk was not ready, ms per turn",
+            buckets=(0, 20, 50, 100, 200, 500, 1000, 2000),
+            registry=self.registry,
+        )
+
     def observe_turn(self, marks_ms: dict[str, float]) -> None:
         """Record a turn's stage marks (only stages after the end of speech)."""
         for stage, ms in marks_ms.items():

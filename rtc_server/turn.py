@@ -102,6 +102,7 @@ class Turn:
     discarded: bool = False  # an early start proved wrong, or replaced: leaves no history
     announced: bool = False  # the early timings went out when the voice started
     barge_in_ms: float | None = None  # user speech onset -> agent audio cleared
+    stall_ms: float = 0.0  # the voice ran dry between chunks: the next one was not ready
 
     def __post_init__(self) -> None:
         self.phase = "waiting" if self.speculative else "thinking"
@@ -117,6 +118,8 @@ class Turn:
         self._outstanding: list[_Part] = []
         self._replay: list[_Part] = []
         self._parts = 0
+        self._ends_at: float | None = None  # when the last part scheduled ends (stall check)
+        self._preparing = 0  # chunks taken from the source and not yet scheduled
         self._done = asyncio.Event()
         self._stopping = False
 
@@ -152,6 +155,7 @@ class Turn:
             kept.append(_Part(part.chunk, resume, ""))
         self._replay = kept + self._replay
         self._outstanding = []
+        self._ends_at = None  # the time paused is not a stall
         self._playing.clear()
         self._idle.set()
         self._set_phase("paused")
@@ -173,6 +177,14 @@ class Turn:
             await self._tasks.cancel_all()
             self._finish()
         await self._done.wait()
+
+    def runs_dry_within(self, seconds: float) -> bool:
+        """Whether the voice will have nothing left to say within `seconds`: it is playing
+        (not paused, not before its first chunk), no chunk is being prepared, and what is
+        scheduled ends by then. The answer's source then cuts its next chunk short."""
+        if self._ends_at is None or self._preparing or not self._playing.is_set():
+            return False
+        return self._ends_at - self.playout.clock.time() < seconds
 
     async def done(self) -> None:
         await self._done.wait()
@@ -237,6 +249,7 @@ class Turn:
                 chunk = SpokenChunk(item, len(self.chunks))
                 self.chunks.append(chunk)
                 await self._play(_Part(chunk, 0.0, ""))
+                self._preparing -= 1
             await self._drain()
         finally:
             producer.cancel()
@@ -247,11 +260,14 @@ class Turn:
         clock = self.playout.clock
         try:
             async for text in chunks:
+                self._preparing += 1
                 voiced = await self.voice.prepare(
                     text, self._smoother,
                     on_audio=lambda: self.mark("tts_first_audio", clock.time()),
                 )
-                if voiced is not None:
+                if voiced is None:
+                    self._preparing -= 1
+                else:
                     self.mark("face_first_frame", clock.time())
                     await out.put(voiced)
         except asyncio.CancelledError:
@@ -298,9 +314,11 @@ class Turn:
             return
         self._parts += 1
         part.tag, part.from_s = f"turn{self.id}-part{self._parts}", start_s
-        part.at = playout.frame_time(
-            max(playout.clock.time() + self.lead_s, playout.busy_until())
-        )
+        ready = playout.clock.time() + self.lead_s
+        if part.from_s == 0.0 and self._ends_at is not None and ready > self._ends_at:
+            self.stall_ms += (ready - self._ends_at) * 1000.0  # came after the last one ended
+        part.at = playout.frame_time(max(ready, playout.busy_until()))
+        self._ends_at = part.at + len(pcm) / voiced.sample_rate
         playout.schedule_audio(
             pcm, voiced.sample_rate, part.at, tag=part.tag,
             on_start=lambda t: self._started(part, t), on_end=lambda t: self._ended(part, t),

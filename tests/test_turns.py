@@ -217,6 +217,43 @@ async def test_a_failing_llm_is_answered_with_an_apology(h: Harness) -> None:
     assert h.states()[-1] == "listening"
 
 
+async def test_an_answer_that_keeps_up_with_its_voice_has_no_stall(h: Harness) -> None:
+    await h.ask(1, "What is the answer?")
+    await h.listen(speech_duration(REPLY) + 1.0)
+    assert h.sent("timings")[-1]["stall_ms"] == 0.0
+    assert h.sent("timings")[0]["stall_ms"] is None  # the early marks, sent as the voice starts
+
+
+async def test_a_chunk_ready_after_the_last_one_played_is_a_stall(h: Harness) -> None:
+    h.llm.hold_at = 2  # "Sure. " is said, the rest waits
+    await h.ask(1, "What is the answer?")
+    await h.listen(1.0)  # "Sure." (0.1 s) has long played
+    h.llm.go_on.set()
+    await h.listen(speech_duration(REPLY) + 1.0)
+    stall = h.sent("timings")[-1]["stall_ms"]
+    assert 700 <= stall <= 1000  # from the end of "Sure." to the next chunk, within the 1 s
+
+
+@pytest.mark.parametrize("runway_ms", [0, 700])
+async def test_a_voice_about_to_run_dry_says_the_sentence_so_far(runway_ms: int) -> None:
+    h = Harness(runway_ms=runway_ms)
+    try:
+        h.llm.hold_at = 2  # the sentence after "Sure." comes once "Sure." has played
+        await h.ask(1, "What is the answer?")
+        await h.listen(0.5)
+        h.llm.go_on.set()
+        await h.listen(speech_duration(REPLY) + 1.0)
+        said = [e["text"] for e in h.sent("agent_text") if e["text"]]
+        assert " ".join(said) == REPLY
+        whole = "The answer is forty two, and that is all."
+        if runway_ms:
+            assert said[1] != whole and whole.startswith(said[1])  # cut: nothing to wait for
+        else:
+            assert said[1] == whole  # later chunks end at sentence ends
+    finally:
+        await h.close()
+
+
 async def test_an_utterance_and_its_answer_share_one_turn_id(h: Harness) -> None:
     """Regression: partials were numbered ahead of an early-started turn, so the page showed
     the user's words under a turn that never answered."""

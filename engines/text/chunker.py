@@ -38,6 +38,10 @@ _CJK_SENTENCE_END = frozenset("。！？")
 _CJK_CLAUSE_END = frozenset("，、；：")
 _CLOSERS = frozenset("\"')]}”’」』）》")
 _PUNCT = _SENTENCE_END | _CLAUSE_END | _CJK_SENTENCE_END | _CJK_CLAUSE_END
+# What a chunk may end with, for the voice (`engines.voicing`): closers stripped first.
+SENTENCE_ENDS = _SENTENCE_END | _CJK_SENTENCE_END
+CLAUSE_ENDS = _CLAUSE_END | _CJK_CLAUSE_END
+CLOSERS = "".join(sorted(_CLOSERS))
 # A period after these never ends a sentence (titles and "for example"-style abbreviations).
 _NEVER_END = frozenset(
     [
@@ -104,6 +108,8 @@ class Chunker:
         self._emitted = 0  # chunks emitted so far
         self._boundary = 0  # end of the last boundary seen in _buf that did not qualify
         self._space = 0  # end of the last whitespace run (or CJK character) seen in _buf
+        self._clause = 0  # end of the last boundary seen in _buf, whatever the chunk's size
+        self._word = 0  # start of the last word seen in _buf (the text before it is whole)
 
     def push(self, delta: str) -> list[str]:
         """Add a text delta; return the chunks it completes (often none)."""
@@ -116,8 +122,23 @@ class Chunker:
         if self._buf.strip():
             chunks.append(self._buf)
         self._buf, self._pos, self._emitted = "", 0, 0
-        self._boundary = self._space = 0
+        self._boundary = self._space = self._clause = self._word = 0
         return chunks
+
+    def cut(self, min_chars: int = 8) -> list[str]:
+        """The text so far as a chunk now, whatever the limits: up to its last clause boundary,
+        else before the word still arriving; nothing if that is under `min_chars`.
+
+        For a voice about to run dry (the chunk that is playing ends before this sentence
+        would): a pause at a comma or between words is shorter than the silence of waiting
+        for the sentence's end.
+        """
+        end = self._clause or self._word
+        if not end or chunk_size(self._buf[:end]) < min_chars:
+            return []
+        out: list[str] = []
+        self._emit(end, out)
+        return out
 
     # --- internals -------------------------------------------------------------------------
 
@@ -129,7 +150,7 @@ class Chunker:
     def _emit(self, end: int, out: list[str]) -> None:
         out.append(self._buf[:end])
         self._buf = self._buf[end:]
-        self._pos = self._boundary = self._space = 0
+        self._pos = self._boundary = self._space = self._clause = self._word = 0
         self._emitted += 1
 
     def _scan(self, *, final: bool) -> list[str]:
@@ -156,17 +177,15 @@ class Chunker:
                     continue
                 if size >= lo:
                     self._boundary = end
+                self._clause = self._word = end
                 self._pos = end
                 continue
-            if (
-                i > 0
-                and (
-                    (not ch.isspace() and buf[i - 1].isspace())
-                    or (is_cjk(ch) and is_cjk(buf[i - 1]))
-                )
-                and chunk_size(buf[:i]) >= lo
+            if i > 0 and (
+                (not ch.isspace() and buf[i - 1].isspace()) or (is_cjk(ch) and is_cjk(buf[i - 1]))
             ):
-                self._space = i
+                self._word = i
+                if chunk_size(buf[:i]) >= lo:
+                    self._space = i
             self._pos = i + 1
         if final:
             lo, hi = self._limits()

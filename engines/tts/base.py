@@ -4,7 +4,8 @@ Timings drive the face model's training targets and the viseme checks; PCM is in
 voice's own rate (the media edge resamples to 48 kHz). `synthesize` raises InvalidInputError
 for a text that is not a `str` and yields nothing for one without speech (`has_speech`, the
 check every voice runs first). `join_speech` joins a TTS's sentences into one `Speech`;
-`resample_speech` brings one to another rate with its timings.
+`resample_speech` brings one to another rate with its timings; `trim_silence` cuts the quiet a
+voice puts before and after an utterance down to what the next one should hear.
 """
 
 from __future__ import annotations
@@ -83,6 +84,47 @@ def resample_speech(speech: Speech, sample_rate: int) -> Speech:
         PhonemeTiming(p.phoneme, p.start_ms * k, p.dur_ms * k) for p in speech.phonemes
     )
     return Speech(pcm=pcm, sample_rate=sample_rate, phonemes=phonemes, text=speech.text)
+
+
+_QUIET_FLOOR = 20  # frame RMS (int16) under which a voice's output is silence (~ -64 dBFS)
+
+
+def trim_silence(speech: Speech, *, lead_ms: float, trail_ms: float | None) -> Speech:
+    """`speech` with the quiet before its first sound cut to `lead_ms` and the quiet after its
+    last sound to `trail_ms` (None: kept), judged on 10 ms frames; phoneme times follow.
+
+    Why: a voice treats every chunk it is given as a whole utterance, so it opens with up to ~60
+    ms of silence (pure delay before an answer's first word) and closes with 130-260 ms (a
+    sentence's final pause, also where the agent's chunker cut in mid-clause). All-quiet
+    speech is returned unchanged.
+    """
+    pcm, rate = speech.pcm, speech.sample_rate
+    frame = max(rate // 100, 1)
+    n = len(pcm) // frame
+    if n == 0:
+        return speech
+    frames = pcm[: n * frame].astype(np.float32).reshape(n, frame)
+    loud = np.flatnonzero(np.sqrt(np.mean(frames * frames, axis=1)) > _QUIET_FLOOR)
+    if not len(loud):
+        return speech
+    start = max(0, int(loud[0]) * frame - round(lead_ms * rate / 1000))
+    end = len(pcm)
+    if trail_ms is not None:
+        end = min(end, (int(loud[-1]) + 1) * frame + round(trail_ms * rate / 1000))
+    if start == 0 and end == len(pcm):
+        return speech
+    shift, total = 1000.0 * start / rate, 1000.0 * (end - start) / rate
+    phonemes: list[PhonemeTiming] = []
+    for p in speech.phonemes:
+        begin, stop = max(p.start_ms - shift, 0.0), min(p.end_ms - shift, total)
+        if stop > begin:
+            phonemes.append(PhonemeTiming(p.phoneme, begin, stop - begin))
+    if phonemes:  # contiguous to the new ends, as every voice reports them
+        first = phonemes[0]
+        phonemes[0] = PhonemeTiming(first.phoneme, 0.0, first.end_ms)
+        last = phonemes[-1]
+        phonemes[-1] = PhonemeTiming(last.phoneme, last.start_ms, total - last.start_ms)
+    return Speech(pcm=pcm[start:end], sample_rate=rate, phonemes=tuple(phonemes), text=speech.text)
 
 
 class TTS(Protocol):

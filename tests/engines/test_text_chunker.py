@@ -190,3 +190,21 @@ def test_no_split_inside_numbers_urls_or_abbreviations(text: str, sizes: list[in
     for m in PROTECTED.finditer(text):
         # A cut may follow a protected token's whitespace, never fall inside or right after it.
         assert not any(m.start() < c <= m.end() for c in cuts), (m.group(0), chunks)
+
+
+def test_cut_gives_the_text_so_far_at_its_last_clause_or_word() -> None:
+    chunker = Chunker()
+    assert chunker.push("Sure. Improving your sleep, in short, can be achie") == ["Sure. "]
+    assert chunker.cut() == ["Improving your sleep, in short, "]  # the clause boundary
+    assert chunker.push("ved by keeping a sched") == []
+    assert chunker.cut() == ["can be achieved by keeping a "]  # before the word arriving
+    assert chunker.cut() == []  # "sched" may still grow
+    assert chunker.push("ule. ") == [] and chunker.flush() == ["schedule. "]
+
+
+def test_cut_keeps_numbers_whole_and_skips_tiny_chunks() -> None:
+    chunker = Chunker()
+    assert chunker.push("Hi, the fee is 3") == ["Hi, "]
+    assert chunker.cut() == ["the fee is "]
+    assert chunker.push(".5 pounds") == [] and chunker.cut() == []  # "3.5 " is under 8
+    assert chunker.flush() == ["3.5 pounds"]

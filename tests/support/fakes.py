@@ -60,6 +60,8 @@ class ScriptedLLM:
     ) -> None:
         self.deltas, self.delay, self.gap, self.error = list(deltas), delay, gap, error
         self.stall_after = stall_after
+        self.hold_at: int | None = None  # the delta before which it waits for `go_on`
+        self.go_on = asyncio.Event()
         self.calls: list[list[ChatMessage]] = []
         self.release = asyncio.Event()
         self.release.set()
@@ -80,6 +82,8 @@ class ScriptedLLM:
             for i, delta in enumerate(self.deltas):
                 if i == self.stall_after:
                     await asyncio.Event().wait()
+                if i == self.hold_at:
+                    await self.go_on.wait()
                 yield delta
                 await asyncio.sleep(self.gap)
             if self.error is not None:
