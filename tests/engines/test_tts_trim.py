@@ -85,7 +85,8 @@ def test_piper_chunks_lose_the_lead_in_and_the_mid_sentence_pause() -> None:
 
     raw_lead, raw_trail = quiet_ends(raw)
     lead, trail = quiet_ends(cut.pcm)
-    assert raw_trail >= 8 and trail <= 3  # 10 ms frames: a pause of 80+ ms down to ~30
+    # 10 ms frames; piper is not bit-exact between runs: its final pause measured 70-140 ms
+    assert raw_trail >= 5 and trail <= 3  # in mid-sentence cut to ~30 ms
     assert lead <= 1 <= raw_lead
-    assert quiet_ends(sentence.pcm)[1] >= 8  # a sentence keeps the voice's final pause
+    assert quiet_ends(sentence.pcm)[1] >= 5  # a sentence keeps the voice's final pause
     assert cut.phonemes[-1].end_ms == pytest.approx(cut.duration_s * 1000)
