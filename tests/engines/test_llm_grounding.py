@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from engines.llm import ChatMessage, LLMConfig, Notice
-from engines.llm.grounding import GroundedLLM, figures
+from engines.llm.grounding import GroundedLLM, figures, unit_figures
 from tests.support.fakes import ScriptedLLM
 
 FACTS = (
@@ -71,3 +71,32 @@ def test_the_bank_persona_checks_figures_by_default() -> None:
     assert not isinstance(create_llm(LLMConfig(engine="openai", resilient=False)), GroundedLLM)
     off = LLMConfig(engine="openai", persona="bank", resilient=False, known_figures_only=False)
     assert not isinstance(create_llm(off), GroundedLLM)
+
+
+def test_unit_forms() -> None:
+    assert unit_figures("about 2 to 3 working days") == {("2", "day"), ("3", "day")}
+    assert unit_figures("the 24-hour line, £5 each, 10,000 pounds, 2.75% of it") == {
+        ("24", "hour"), ("5", "pound"), ("10000", "pound"), ("2.75", "%")}
+    assert unit_figures("9:00 to 13:00, 18 or older") == set()
+
+
+UNIT_FACTS = (FACTS + " Transfers arrive within 2 hours. International ones take 1 to 3 working "
+              "days.")
+
+
+@pytest.mark.parametrize("n", [1, 3, 100])
+async def test_a_known_figure_with_another_unit_ends_the_answer(n: int) -> None:
+    llm = GroundedLLM(ScriptedLLM(split_every(
+        "A cheque clears in 2 to 3 working days, usually.", n)), UNIT_FACTS, UNKNOWN)
+    out = [d async for d in llm.stream([ChatMessage("user", "Cheques?")], max_new_tokens=50)]
+    assert isinstance(out[-1], Notice) and "A cheque clears in ".startswith("".join(out[:-1]))
+
+
+@pytest.mark.parametrize("n", [1, 4, 100])
+async def test_known_figures_with_their_units_pass(n: int) -> None:
+    text = ("Transfers arrive within 2 hours; abroad it takes 1 to 3 business days and costs "
+            "£10,000 at most per day. You must be 18 years old.")
+    llm = GroundedLLM(ScriptedLLM(split_every(text, n)), UNIT_FACTS + " Be 18 or older.",
+                      UNKNOWN)
+    out = [d async for d in llm.stream([ChatMessage("user", "Tell me.")], max_new_tokens=50)]
+    assert "".join(out) == text and not any(isinstance(d, Notice) for d in out)
