@@ -13,6 +13,7 @@ and decode tokens/s, then every answer that failed its rule.
 
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
         [--knowledge-bank FILE] [--knowledge-tutor FILE] [--personas bank ...] [--show] [--raw]
+        [--max-sentences 3]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_ll
 from engines.llm.grounding import figures  # noqa: E402
 from engines.llm.personas import example_knowledge  # noqa: E402
 from engines.voicing import SpokenChunks  # noqa: E402
+from rtc_server.config import AgentConfig  # noqa: E402
 
 DONT_KNOW = (
     r"don'?t have|do not have|not sure|don'?t know|do not know|no information|not able to|"
@@ -161,18 +163,21 @@ class Result:
     first_chunk_s: float = math.nan
     tokens_per_s: float = math.nan
     first_token_s: float = math.nan
+    capped: bool = False  # ended at max_sentences
 
 
 async def ask(
-    llm: ChatLLM, turns: Sequence[str], max_new_tokens: int,
-) -> tuple[str, float, float, float]:
+    llm: ChatLLM, turns: Sequence[str], max_new_tokens: int, max_sentences: int = 0,
+) -> tuple[str, float, float, float, bool]:
     """Answer every turn in order (a fresh conversation); timings of the last answer: first
-    speakable chunk, decode rate, first token (s)."""
+    speakable chunk, decode rate, first token (s); and whether it was ended at
+    `max_sentences` (as the agent ends it, `[agent] max_sentences`)."""
     history: list[ChatMessage] = []
     answer, first, rate, first_token = "", math.nan, math.nan, math.nan
+    capped = False
     for turn in turns:
         history.append(ChatMessage("user", turn))
-        chunks = SpokenChunks()  # as the agent cuts its answer
+        chunks = SpokenChunks(max_sentences=max_sentences)  # as the agent cuts its answer
         parts: list[str] = []
         t0 = time.perf_counter()
         first = rate = math.nan
@@ -185,6 +190,9 @@ async def ask(
             parts.append(delta)
             if chunks.push(delta) and math.isnan(first):
                 first = now - t0
+            if chunks.done:
+                break  # the agent stops the generation there
+        capped = chunks.done
         end = time.perf_counter()
         if math.isnan(first):
             first = end - t0
@@ -194,7 +202,7 @@ async def ask(
                 rate = (deltas - 1) / (end - t_first_token)
         answer = "".join(parts).strip()
         history.append(ChatMessage("assistant", answer))
-    return answer, first, rate, first_token
+    return answer, first, rate, first_token, capped
 
 
 def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
@@ -224,10 +232,13 @@ async def run(args: argparse.Namespace) -> list[Result]:
         try:
             for question in [x for x in QUESTIONS if x.persona == persona]:
                 for _ in range(args.runs):
-                    answer, first, rate, token = await ask(llm, question.turns,
-                                                           args.max_new_tokens)
+                    answer, first, rate, token, capped = await ask(
+                        llm, question.turns, args.max_new_tokens, args.max_sentences
+                    )
                     ok, invented = judge(question, answer, facts)
-                    results.append(Result(question, answer, ok, invented, first, rate, token))
+                    results.append(
+                        Result(question, answer, ok, invented, first, rate, token, capped)
+                    )
                     if args.show:
                         mark = "ok " if ok else "BAD"
                         print(f"[{mark}] {question.turns[-1]} -> {answer}", file=sys.stderr)
@@ -265,6 +276,9 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
           f"{pct(firsts, 0.95) * 1000:.0f} ms | {len(firsts)} |")
     print(f"| decode | {pct(rates, 0.5):.1f} tok/s | {pct(rates, 0.05):.1f} tok/s (p5) | "
           f"{len(rates)} |")
+    capped = sum(r.capped for r in results)
+    print(f"\nAnswers ended at `max_sentences` ({args.max_sentences}; the model had more to "
+          f"say): {capped}/{len(results)}")
     failed = [r for r in results if not r.ok]
     if failed:
         print("\nNot accepted:")
@@ -279,7 +293,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=LLMConfig.threads)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--max-new-tokens", type=int, default=120)
+    parser.add_argument("--max-new-tokens", type=int, default=AgentConfig.max_new_tokens)
+    parser.add_argument("--max-sentences", type=int, default=AgentConfig.max_sentences,
+                        help="end an answer after this many sentences, as the agent does "
+                        "(0 = no limit)")
     parser.add_argument("--knowledge-bank", default=None)
     parser.add_argument("--knowledge-tutor", default=None)
     parser.add_argument("--personas", nargs="+", default=["companion", "bank", "tutor"],

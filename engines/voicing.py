@@ -3,7 +3,8 @@ renderer (`python -m media.avatar render`), so one text gives the same lips in b
 
 - `SpokenChunks`: answer text, whole or streamed, -> the chunks the voice says (code, web
   addresses and markdown dropped by `SpokenFilter`, then the clause chunker; the first chunk
-  short, for early first audio). Fed token by token or all at once, it gives the same chunks;
+  short, for early first audio; with `max_sentences` the answer ends at that sentence). Fed
+  token by token or all at once, it gives the same chunks;
 - `speak(tts, text)`: normalized text -> one `Speech` (the TTS's sentences joined), or None
   when there is nothing to say. The voice's own silence is cut to what the chunk's end calls
   for (`chunk_pauses`): a chunk cut in mid-clause is followed by its next words as in one
@@ -42,9 +43,18 @@ from engines.tts.phonemes import SILENCE
 
 
 class SpokenChunks:
-    def __init__(self, first_max_chars: int = FIRST_CHUNK_MAX_CHARS) -> None:
+    def __init__(
+        self, first_max_chars: int = FIRST_CHUNK_MAX_CHARS, max_sentences: int = 0
+    ) -> None:
         self._spoken = SpokenFilter()
-        self._chunker = Chunker(ChunkerConfig(first_max_chars=first_max_chars))
+        self._chunker = Chunker(
+            ChunkerConfig(first_max_chars=first_max_chars, max_sentences=max_sentences)
+        )
+
+    @property
+    def done(self) -> bool:
+        """`max_sentences` were said: the rest is dropped, the source may stop."""
+        return self._chunker.closed
 
     def push(self, delta: str) -> list[str]:
         return self._chunker.push(self._spoken.push(delta))

@@ -328,7 +328,8 @@ class AgentBehaviour:
 
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
-        chunks = SpokenChunks(self._config.first_chunk_max_chars)  # no code or markdown spoken
+        # No code or markdown spoken; the answer ends at `max_sentences`.
+        chunks = SpokenChunks(self._config.first_chunk_max_chars, self._config.max_sentences)
         runway_s = self._config.runway_ms / 1000
         deltas = aiter(self._engines.llm.stream(messages, max_new_tokens=self._llm_max_tokens))
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
@@ -347,6 +348,8 @@ class AgentBehaviour:
                 if runway_s and turn.runs_dry_within(runway_s):
                     for chunk in chunks.cut():
                         yield chunk
+                if chunks.done:
+                    break  # closing the stream stops the generation
         for chunk in chunks.flush():
             turn.mark("first_chunk", clock.time())
             yield chunk

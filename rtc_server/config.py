@@ -135,6 +135,10 @@ class AgentConfig:
     # (the playing chunk ends before the sentence would), the next chunk is cut now, at the
     # last clause boundary or word: a short pause instead of dead air. 0 = off.
     runway_ms: int = 700
+    # An answer ends after this many sentences (the generation stops there), whatever the
+    # model writes: the personas ask for one to three, a small model sometimes reads out a
+    # list of eight. 0 = no limit.
+    max_sentences: int = 3
     # Longest answer, in tokens (the LLM's own cap also applies).
     max_new_tokens: int = 120
     # Scheduling margin before the first audio frame of an utterance. The tracks read the
@@ -145,11 +149,12 @@ class AgentConfig:
     apology: str = "Sorry, something went wrong on my side. Could you say that again?"
 
     def __post_init__(self) -> None:
-        if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms) < 0 or (
+        if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms, self.max_sentences) < 0 or (
             self.max_new_tokens < 1
         ):
             raise ValueError(
-                "barge_in_min_ms, lead_ms and runway_ms must be >= 0, max_new_tokens >= 1"
+                "barge_in_min_ms, lead_ms, runway_ms and max_sentences must be >= 0, "
+                "max_new_tokens >= 1"
             )
         if self.false_interruption_max_ms < self.barge_in_min_ms:
             raise ValueError("false_interruption_max_ms must be >= barge_in_min_ms")

@@ -254,6 +254,19 @@ async def test_a_voice_about_to_run_dry_says_the_sentence_so_far(runway_ms: int)
         await h.close()
 
 
+async def test_an_answer_ends_at_max_sentences_and_its_generation_stops() -> None:
+    h = Harness(max_sentences=2)
+    try:
+        await h.ask(1, "What is the answer?")
+        await h.listen(speech_duration(REPLY) + 1.0)
+        said = " ".join(e["text"] for e in h.sent("agent_text") if e["text"])
+        assert said == "Sure. The answer is forty two, and that is all."
+        assert h.llm.closed_early == 1 and not h.llm.finished  # stopped, not read to the end
+        assert h.agent.history[-1] == ChatMessage("assistant", said)
+    finally:
+        await h.close()
+
+
 async def test_an_utterance_and_its_answer_share_one_turn_id(h: Harness) -> None:
     """Regression: partials were numbered ahead of an early-started turn, so the page showed
     the user's words under a turn that never answered."""

@@ -11,7 +11,8 @@ Usage (one `Chunker` per agent turn; not thread-safe, it belongs to the turn's w
 
 Contract:
 - Chunks are exact slices of the input: `"".join(all chunks) == "".join(all deltas)` (for input
-  with any non-space character; whitespace-only input gives no chunk). A chunk keeps its trailing
+  with any non-space character; whitespace-only input gives no chunk; up to the last sentence
+  kept with `max_sentences`). A chunk keeps its trailing
   whitespace; strip it before synthesis.
 - The first chunk ends at the first clause or sentence boundary (`, ; : — . ! ? …` and the
   Chinese `，、；：。！？`) once it holds `first_min_chars` (sizes by `chunk_size`); later
@@ -22,6 +23,8 @@ Contract:
 - Cuts happen only at whitespace or after Chinese punctuation, so numbers ("3.5", "1,000"),
   URLs and times are never split; a period after a known abbreviation ("Dr.", "e.g.") or an
   initial ("J.") is not a sentence end.
+- With `max_sentences`, the text ends at that sentence's end: the chunk holding it is
+  emitted, the rest dropped (`closed`), so a caller can stop the text's source there.
 - Decisions depend only on the text, never on how it was split into deltas: a boundary waits
   for the character after it (the next delta) to be sure, and `flush()` settles the end.
 """
@@ -92,6 +95,7 @@ class ChunkerConfig:
     first_max_chars: int = 40  # ...and is cut at a space beyond this (first audio matters most)
     min_chars: int = 20  # later chunks end at sentence ends from this length
     max_chars: int = 200  # ...and are cut at a clause boundary or space beyond this
+    max_sentences: int = 0  # the text ends after this many sentences (0: no limit)
 
 
 class Chunker:
@@ -110,19 +114,24 @@ class Chunker:
         self._space = 0  # end of the last whitespace run (or CJK character) seen in _buf
         self._clause = 0  # end of the last boundary seen in _buf, whatever the chunk's size
         self._word = 0  # start of the last word seen in _buf (the text before it is whole)
+        self._sentences = 0  # sentence ends passed so far
+        self.closed = False  # `max_sentences` reached: the rest of the text is dropped
 
     def push(self, delta: str) -> list[str]:
         """Add a text delta; return the chunks it completes (often none)."""
+        if self.closed:
+            return []
         self._buf += delta
         return self._scan(final=False)
 
     def flush(self) -> list[str]:
         """End of the stream: return the remaining chunks and reset for reuse."""
-        chunks = self._scan(final=True)
-        if self._buf.strip():
+        chunks = [] if self.closed else self._scan(final=True)
+        if self._buf.strip() and not self.closed:
             chunks.append(self._buf)
         self._buf, self._pos, self._emitted = "", 0, 0
-        self._boundary = self._space = self._clause = self._word = 0
+        self._boundary = self._space = self._clause = self._word = self._sentences = 0
+        self.closed = False
         return chunks
 
     def cut(self, min_chars: int = 8) -> list[str]:
@@ -134,7 +143,7 @@ class Chunker:
         for the sentence's end.
         """
         end = self._clause or self._word
-        if not end or chunk_size(self._buf[:end]) < min_chars:
+        if self.closed or not end or chunk_size(self._buf[:end]) < min_chars:
             return []
         out: list[str] = []
         self._emit(end, out)
@@ -172,6 +181,12 @@ class Chunker:
                 size = chunk_size(buf[:end])
                 if size > hi and self._cut(lo, out):
                     continue  # an earlier cut keeps this chunk within the limit
+                if kind == "sentence":
+                    self._sentences += 1
+                    if self._sentences == self.config.max_sentences:
+                        self._emit(end, out)
+                        self._buf, self.closed = "", True
+                        return out
                 if size >= lo and (self._emitted == 0 or kind == "sentence"):
                     self._emit(end, out)
                     continue

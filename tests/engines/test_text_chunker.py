@@ -208,3 +208,17 @@ def test_cut_keeps_numbers_whole_and_skips_tiny_chunks() -> None:
     assert chunker.cut() == ["the fee is "]
     assert chunker.push(".5 pounds") == [] and chunker.cut() == []  # "3.5 " is under 8
     assert chunker.flush() == ["3.5 pounds"]
+
+
+@pytest.mark.parametrize("sizes", [None, [3], [17]])
+def test_max_sentences_ends_the_text_at_that_sentence(sizes: list[int] | None) -> None:
+    text = "Sure. Go to the login page.\nClick the link. Then type it again. Done."
+    config = ChunkerConfig(max_sentences=3)
+    chunks = run(text, sizes, config)
+    assert "".join(chunks) == "Sure. Go to the login page.\nClick the link. "
+    chunker = Chunker(config)
+    assert len(chunker.push(text)) == 3 and chunker.closed  # decided before the text ends
+    assert chunker.push("More. ") == [] and chunker.cut() == []
+    assert chunker.flush() == [] and not chunker.closed  # reset for reuse
+    titled = "Dr. Smith is in. Mr. Jones is out. Both are. Not this."
+    assert "".join(run(titled, sizes, config)) == "Dr. Smith is in. Mr. Jones is out. Both are. "
