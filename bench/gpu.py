@@ -9,8 +9,9 @@ CUDA it runs the CPU rows and the batcher on ONNX Runtime as a smoke and says wh
   Hugging Face directory and loaded through the engine's own path, with the bundled Qwen
   tokenizer and chat template and the companion persona's prompt. Per turn of a growing
   conversation: tokens prefilled, time to the first token, time to the first speakable chunk
-  (the token at which the agent's chunker, `first_max_chars` 20, releases the first chunk of
-  typical answers: counted on written answers with the real tokenizer), ms per token. Also
+  (the token at which the agent's chunker, `first_max_chars` as deployed, releases the first
+  chunk of typical answers: counted on written answers with the real tokenizer), ms per token.
+  Also
   eager decoding, sampling, and the bare decoder on the main thread, for comparison.
 - Face: the torch runtime with CUDA graphs, one call for 1, 8 and 64 sessions' 4 s chunks;
   the cross-session batcher with 1, 8 and 64 sessions (all at once, and random arrivals).

@@ -62,6 +62,11 @@ class SpokenChunks:
     def flush(self) -> list[str]:
         return [*self._chunker.push(self._spoken.flush()), *self._chunker.flush()]
 
+    @property
+    def pending_size(self) -> int:
+        """Size of the text that has passed the filter and waits to be a chunk."""
+        return self._chunker.pending_size
+
     def cut(self) -> list[str]:
         """What has passed the filter, as a chunk now (`Chunker.cut`)."""
         return self._chunker.cut()

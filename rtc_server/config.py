@@ -132,9 +132,10 @@ class AgentConfig:
     # this many characters: shorter means earlier first audio, at some cost in prosody.
     first_chunk_max_chars: int = FIRST_CHUNK_MAX_CHARS
     # Later chunks end at sentence ends; when the voice would run dry within this many ms
-    # (the playing chunk ends before the sentence would), the next chunk is cut now, at the
-    # last clause boundary or word: a short pause instead of dead air. 0 = off.
-    runway_ms: int = 700
+    # plus the TTS's time for the text waiting (`agent.TTS_S_PER_CHAR`), the next chunk is
+    # cut now, at the last clause boundary or word: a short pause instead of dead air.
+    # 0 = off.
+    runway_ms: int = 300
     # An answer ends after this many sentences (the generation stops there), whatever the
     # model writes: the personas ask for one to three, a small model sometimes reads out a
     # list of eight. 0 = no limit.
