@@ -143,6 +143,11 @@ class AgentBehaviour:
 
     def on_speech_start(self, utterance_id: int) -> None:
         self._utterance_turn = {utterance_id: self._next_id()}
+        if self._config.warm_llm and self._turn is None and self.history:
+            # The history as written (the answer as heard, its markup gone) is not what the
+            # model generated, so its KV cache diverges there: read it again now, while the
+            # user talks, not after a question too short to have a partial transcript.
+            self._engines.llm.warm([*self.history, ChatMessage("user", "")])
         self._session.log.debug("user speech %d started (agent: %s)", utterance_id,
                                 self._turn.phase if self._turn else "idle")
 

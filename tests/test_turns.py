@@ -367,8 +367,11 @@ async def test_partials_warm_the_llm_while_the_user_talks() -> None:
     h = Harness(warm_llm=True)
     h.agent.on_speech_start(1)
     h.agent.on_partial(1, "what is the capital")
-    assert h.llm.warmed == ["what is the capital"]
+    assert h.llm.warmed == ["what is the capital"]  # no history yet: nothing at the start
     await h.ask(2, "Hello?")
     h.agent.on_partial(3, "tell me more")  # the agent is answering: no hint then
     assert h.llm.warmed == ["what is the capital"]
+    await h.listen(speech_duration(REPLY) + 1.0)
+    h.agent.on_speech_start(4)  # the answer is in the history: read it while the user talks
+    assert h.llm.warmed == ["what is the capital", ""]
     await h.close()

@@ -28,9 +28,10 @@ class ChatLLM(Protocol):
     ) -> AsyncIterator[str]: ...
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
-        """A hint: `messages` ends with the user's words so far (a partial transcript). An
-        engine with a prompt cache may evaluate that prefix now, off the critical path, so
-        the final prompt only prefills what changed; others do nothing. Never blocks."""
+        """A hint: `messages` ends with the user's words so far (a partial transcript, or ""
+        when they have just begun to speak). An engine with a prompt cache may evaluate that
+        prefix now, off the critical path, so the final prompt only prefills what changed;
+        others do nothing. Never blocks."""
         ...
 
     def close(self) -> None:

@@ -164,15 +164,15 @@ class LlamaCppLLM:
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
         """Evaluate the prompt up to the user's words so far (a partial transcript, its last
-        word left out: it is the one most often revised), so the final prompt prefills only
-        what changed. Best effort: skipped while a generation waits or runs, and it stops
-        as soon as one arrives."""
+        word left out: it is the one most often revised; none yet: the history up to them),
+        so the final prompt prefills only what changed. Best effort: skipped while a
+        generation waits or runs, and it stops as soon as one arrives."""
         if not messages or messages[-1].role != "user" or self.prompt.retriever is not None:
             return  # (retrieved facts come before the words and change with them)
         words = messages[-1].content.split()
         partial = " ".join(words[:-1]) if len(words) > 1 else ""
-        if len(partial) < 8:
-            return
+        if words and len(partial) < 8:
+            return  # (no words yet: the history up to them is worth reading)
         marked = [*messages[:-1], ChatMessage("user", partial + _MARK)]
         self._thread.background(lambda stop: self._warm(marked, stop))
 

@@ -70,6 +70,24 @@ async def test_warming_on_a_partial_leaves_the_final_little_to_prefill(
     assert llm.last_prefill_tokens < full // 2
 
 
+async def test_warming_at_speech_start_reads_a_history_the_model_did_not_write(
+    llm: LlamaCppLLM,
+) -> None:
+    """The agent keeps the answer as heard (markup gone, cut where the user came in), not
+    the tokens generated: the KV cache diverges there, and a short next question ("Why?")
+    has no partial transcript to warm it."""
+    history = [ChatMessage("user", "Name a colour."),
+               ChatMessage("assistant", "Blue, like a kite over the sea on a windy day.")]
+    question = ChatMessage("user", "Why?")
+    own = len(llm.prompt_tokens([*history, question])[0]) - len(
+        llm.prompt_tokens([*history, ChatMessage("user", "\ue000")])[0]) + 8
+    assert await answer(llm, [ChatMessage("user", "Say hello.")], 4)  # cache: another turn
+    llm.warm([*history, ChatMessage("user", "")])
+    await asyncio.to_thread(llm.drain)
+    assert await answer(llm, [*history, question], 4)
+    assert llm.last_prefill_tokens <= own  # only the question and the template's tail
+
+
 def _threads(llm: LlamaCppLLM) -> tuple[int, int]:
     import llama_cpp
 
