@@ -382,10 +382,10 @@ class AgentBehaviour:
         if turn.chunks:
             self._session.emit(AgentText(turn_id=turn.id, text="", final=True))
         if "first_audio_sent" in turn.marks:
-            timings = turn.timings_ms()
+            timings, stall_ms = turn.timings_ms(), round(turn.stall_ms, 1)
             self._session.emit(
                 TurnTimings(turn_id=turn.id, marks_ms=timings, barge_in_ms=turn.barge_in_ms,
-                            stall_ms=round(turn.stall_ms, 1))
+                            stall_ms=stall_ms)
             )
             self._session.metrics.turn_stall_ms.observe(turn.stall_ms)
             if "speech_end" in turn.marks:
@@ -394,7 +394,7 @@ class AgentBehaviour:
             self._session.log.info(
                 "turn %d done", turn.id,
                 extra={"heard_words": len(heard.split()), "interrupted": turn.interrupted,
-                       "stall_ms": round(turn.stall_ms, 1), **fields},
+                       "stall_ms": stall_ms, **fields},
             )
 
 

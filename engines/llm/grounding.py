@@ -32,17 +32,17 @@ from engines.llm.resilience import Notice
 _FIGURE = re.compile(r"\d(?:[\d,.:]*\d)?(?: \d(?:[\d,.:]*\d)?)*")
 _TIME = re.compile(r"(\d{1,2}):(\d{2})")
 _NUM = r"\d(?:[\d,.]*\d)?"
+_RANGE = r"\s*(?:to|or|and|-|–)\s*"  # "2 to 3", "2-3": one unit for both ends
 _UNITS = (r"(working days?|business days?|days?|hours?|minutes?|weeks?|months?|years?|"
           r"pounds?|pence|dollars?|euros?|percent|%)")
 # "2 to 3 working days", "24-hour", "10,000 pounds", "2.75%": the unit applies to both ends.
 _WITH_UNIT = re.compile(
-    rf"({_NUM})(?:\s*(?:to|or|and|-|–)\s*({_NUM}))?(?:\s+|-)?{_UNITS}(?![a-z])", re.I
+    rf"({_NUM})(?:{_RANGE}({_NUM}))?(?:\s+|-)?{_UNITS}(?![a-z])", re.I
 )
 _CURRENCY = re.compile(rf"([£$€])\s?({_NUM})(?:\s*(?:to|or|-|–)\s*[£$€]?\s?({_NUM}))?")
 _SYMBOLS = {"£": "pound", "$": "dollar", "€": "euro"}
 # After a figure, text that may still be its unit: a few words, no punctuation.
-_UNIT_PENDING = re.compile(rf"{_NUM}(?:\s*(?:to|or|and|-|–)\s*(?:{_NUM})?)?[\s-]*[a-z]*\s*[a-z]*\Z",
-                           re.I)
+_UNIT_PENDING = re.compile(rf"{_NUM}(?:{_RANGE}(?:{_NUM})?)?[\s-]*[a-z]*\s*[a-z]*\Z", re.I)
 
 
 def figures(text: str) -> set[str]:
@@ -110,7 +110,6 @@ class GroundedLLM(LLMWrapper):
         conversation = " ".join(m.content for m in messages)
         allowed = self._known | figures(conversation)
         allowed_units = self._known_units | unit_figures(conversation)
-
         with_units = {figure for figure, _ in allowed_units}
 
         def invents(text: str) -> bool:

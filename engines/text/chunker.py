@@ -129,7 +129,7 @@ class Chunker:
     def flush(self) -> list[str]:
         """End of the stream: return the remaining chunks and reset for reuse."""
         chunks = [] if self.closed else self._scan(final=True)
-        if self._buf.strip() and not self.closed:
+        if self._buf.strip():  # (empty once closed)
             chunks.append(self._buf)
         self._buf, self._pos, self._emitted = "", 0, 0
         self._boundary = self._space = self._clause = self._word = self._sentences = 0
