@@ -55,7 +55,7 @@ def test_complete_questions_end_at_the_short_pause(
     asr: StreamingASR, turn_model: TurnModel
 ) -> None:
     delays = []
-    for question in COMPLETE_QUESTIONS[:8]:
+    for question in COMPLETE_QUESTIONS[:12]:
         audio, voice_end = spoken(question)
         (utterance,) = ended(listen(audio, asr, turn_model=turn_model))
         if utterance.reason == "complete":
@@ -63,8 +63,10 @@ def test_complete_questions_end_at_the_short_pause(
         else:  # the model or the words were unsure: the long limit
             assert utterance.reason == "silence"
             assert utterance.ended_at - utterance.voice_end == pytest.approx(1.5, abs=0.03)
-    # measured 19 of 20 ended by the model, 200-275 ms after the voice (pause 200 ms)
-    assert len(delays) >= 6 and max(delays) < 0.35, delays
+    # measured 200-275 ms after the voice (pause 200 ms), ended by the model: 17 of 20 on one
+    # 2-core VM, 15 of 20 (9 of these 12) on another with AVX-512, where piper's voice and
+    # Whisper's confidence in the final mark come out slightly different
+    assert len(delays) >= 7 and max(delays) < 0.35, delays
 
 
 @pytest.mark.slow
