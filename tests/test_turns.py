@@ -363,6 +363,22 @@ async def test_frames_of_odd_sizes_are_heard(h: Harness, frame: int) -> None:
     assert len(h.llm.calls) == 1 and h.states()[-1] == "listening"
 
 
+async def test_a_partial_heard_in_the_silence_before_a_pause_does_not_warm() -> None:
+    """The pause's decode starts 80 ms into a silence: a warm begun then ran beside it and
+    slowed both (measured live), so partials warm the LLM only while the user speaks."""
+    h = Harness(warm_llm=True)
+    voice = (np.arange(int(0.6 * 16000)) % 200 + 100).astype(np.int16)
+    for i in range(0, len(voice), 320):
+        h.agent.on_audio(voice[i : i + 320])
+    h.agent.on_partial(1, "what is the capital")
+    h.agent.on_audio(np.zeros(320, np.int16))  # 20 ms: a gap between words
+    h.agent.on_partial(1, "what is the capital of")
+    h.agent.on_audio(np.zeros(2 * 320, np.int16))  # 60 ms: half-way to the pause decode
+    h.agent.on_partial(1, "what is the capital of France")
+    assert h.llm.warmed == ["what is the capital", "what is the capital of"]
+    await h.close()
+
+
 async def test_partials_warm_the_llm_while_the_user_talks() -> None:
     h = Harness(warm_llm=True)
     h.agent.on_speech_start(1)
