@@ -32,10 +32,12 @@ class LLMConfig:
     # "llama-cpp": threads for prompt evaluation, a short burst per turn (2 halved the first
     # token on 2 cores; bench/RESULTS.md); 0 = as `threads`.
     batch_threads: int = 2
-    # "llama-cpp": the first tokens of every answer decode on `batch_threads` too (~5 tokens
-    # make the first speakable chunk; until it is spoken no TTS runs, so the cores are free:
-    # 30 ms a token with 2 threads against 48 with 1 here); 0 = all on `threads`.
-    burst_tokens: int = 6
+    # "llama-cpp": the first tokens of every answer decode on `batch_threads` too (~4 tokens
+    # make the first speakable chunk; until it is cut no TTS runs, so the cores are free:
+    # 30 ms a token with 2 threads against 48 with 1 here, idle). Past it the TTS needs a
+    # core: with 6 the first chunk's synthesis took 117-150 ms live, with 4 109-111 ms
+    # (bench/RESULTS.md, voice_to_voice); 0 = all on `threads`.
+    burst_tokens: int = 4
     # KV cache size (prompt + answer). "transformers" on CUDA: the static cache, with a captured
     # decode step for a quarter, a half and all of it (engines/llm/cuda_graphs.py)
     context_tokens: int = 4096
