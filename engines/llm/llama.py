@@ -34,10 +34,11 @@ from engines.llm.model_files import resolve_gguf
 from engines.llm.prompt import PromptBuilder
 from engines.llm.stops import until_stop
 from engines.progress import load_step
+from engines.text.chunker import SENTENCE_ENDS
 
 logger = logging.getLogger(__name__)
 _MARK = "\ue000"  # a private-use character: where the user's words end in a formatted prompt
-_WARM_STEP = 8  # tokens per evaluation while warming: how soon a generation gets the thread
+_WARM_STEP = 4  # tokens per evaluation while warming (one thread): how soon a generation gets it
 
 
 class LlamaCppLLM:
@@ -163,18 +164,20 @@ class LlamaCppLLM:
         return until_stop(job, stop)
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
-        """Evaluate the prompt up to the user's words so far (a partial transcript, its last
-        word left out: it is the one most often revised; none yet: the history up to them),
-        so the final prompt prefills only what changed. Best effort: skipped while a
+        """Evaluate the prompt up to the user's words so far (a partial transcript; none yet:
+        the history up to them), so the final prompt prefills only what changed. All the
+        words: a last word the final revises costs nothing more at the end (the cache is cut
+        where they part), one it keeps is a token or two less to prefill then (~25 ms each
+        live). A partial that ends a sentence is often the final: the end of the user's turn
+        and the answer's start (the template's 5 tokens, a persona's reminder) are read too,
+        so a final that keeps it has one token left to prefill. Best effort: skipped while a
         generation waits or runs, and it stops as soon as one arrives."""
         if not messages or messages[-1].role != "user" or self.prompt.retriever is not None:
             return  # (retrieved facts come before the words and change with them)
-        words = messages[-1].content.split()
-        partial = " ".join(words[:-1]) if len(words) > 1 else ""
-        if words and len(partial) < 8:
-            return  # (no words yet: the history up to them is worth reading)
-        marked = [*messages[:-1], ChatMessage("user", partial + _MARK)]
-        self._thread.background(lambda stop: self._warm(marked, stop))
+        partial = " ".join(messages[-1].content.split())
+        whole = partial[-1:] in SENTENCE_ENDS
+        words = [*messages[:-1], ChatMessage("user", partial if whole else partial + _MARK)]
+        self._thread.background(lambda stop: self._warm(words, stop, whole))
 
     def close(self) -> None:
         self._thread.close()
@@ -185,9 +188,10 @@ class LlamaCppLLM:
 
     # --- decode thread -----------------------------------------------------------------------
 
-    def _warm(self, marked: Sequence[ChatMessage], stop: threading.Event) -> None:
-        text, add_bos, _ = self._formatted(marked)
-        ids = self._tokenize(text[: text.index(_MARK)], add_bos)
+    def _warm(self, messages: Sequence[ChatMessage], stop: threading.Event, whole: bool) -> None:
+        """`messages` as a whole prompt, or (not `whole`) up to the mark after the words."""
+        text, add_bos, _ = self._formatted(messages)
+        ids = self._tokenize(text if whole else text[: text.index(_MARK)], add_bos)
         cached = self._llm.input_ids[: self._llm.n_tokens].tolist()
         reuse = 0
         for a, b in zip(cached, ids, strict=False):
@@ -195,10 +199,17 @@ class LlamaCppLLM:
                 break
             reuse += 1
         self._llm.n_tokens = reuse  # what follows is another prompt's: dropped by `eval`
-        for start in range(reuse, len(ids), _WARM_STEP):
-            if stop.is_set():
-                return
-            self._llm.eval(ids[start : start + _WARM_STEP])
+        decode_threads, prompt_threads = self._threads
+        # On one thread: a warm runs while the user speaks or just stopped, beside the ASR's
+        # decode of their words, which the turn waits for; two threads each would fight.
+        self._llm._ctx.set_n_threads(decode_threads, 1)  # noqa: SLF001
+        try:
+            for start in range(reuse, len(ids), _WARM_STEP):
+                if stop.is_set():
+                    return
+                self._llm.eval(ids[start : start + _WARM_STEP])
+        finally:
+            self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001
         self.warmed_tokens += len(ids) - reuse
 
     def _generate(

@@ -70,6 +70,29 @@ async def test_warming_on_a_partial_leaves_the_final_little_to_prefill(
     assert llm.last_prefill_tokens < full // 2
 
 
+async def test_a_partial_that_proves_right_leaves_only_the_end_of_the_turn(
+    llm: LlamaCppLLM,
+) -> None:
+    """All the partial's words are warmed, the last one too: when the final keeps them, only
+    its punctuation and the template's end of turn are left to prefill."""
+    llm.warm([ChatMessage("user", "What is the capital of Portugal")])
+    await asyncio.to_thread(llm.drain)
+    assert await answer(llm, [ChatMessage("user", "What is the capital of Portugal?")], 4)
+    assert llm.last_prefill_tokens <= 6  # "?", <|im_end|>, "\n", <|im_start|>, "assistant", "\n"
+
+
+async def test_a_partial_that_ends_a_sentence_is_read_with_the_end_of_the_turn(
+    llm: LlamaCppLLM,
+) -> None:
+    """A partial that ends a sentence is often the final: the template's end of the turn is
+    warmed with it, so a final that keeps it prefills one token (the last, re-fed)."""
+    llm.warm([ChatMessage("user", "What is the capital of Portugal?")])
+    await asyncio.to_thread(llm.drain)
+    said = await answer(llm, [ChatMessage("user", "What is the capital of Portugal?")], 8)
+    assert llm.last_prefill_tokens <= 1
+    assert "lisbon" in said.lower(), said
+
+
 async def test_warming_at_speech_start_reads_a_history_the_model_did_not_write(
     llm: LlamaCppLLM,
 ) -> None:
