@@ -166,8 +166,9 @@ def _options(args: argparse.Namespace) -> str:
     given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
              "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
              "--decode-ahead-ms": args.decode_ahead_ms,
-             "--partial-interval-s": args.partial_interval_s, "--lead-ms": args.lead_ms,
-             "--runway-ms": args.runway_ms,
+             "--partial-interval-s": args.partial_interval_s, "--asr-threads": args.asr_threads,
+             "--lead-ms": args.lead_ms,
+             "--runway-ms": args.runway_ms, "--burst-tokens": args.burst_tokens,
              "--check-ahead": args.check_ahead}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
@@ -229,17 +230,20 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
     parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
+    parser.add_argument("--burst-tokens", type=int, help="llm.burst_tokens (0 = off)")
     parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
     parser.add_argument("--warm-llm", choices=("true", "false"),
                         help="agent.warm_llm (default: the server's, true)")
     parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
     parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
+    parser.add_argument("--asr-threads", type=int, help="asr.cpu_threads")
     parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     args = parser.parse_args()
     setup_logging("INFO")
-    options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads}
+    options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
+               "burst_tokens": args.burst_tokens}
     llm = {key: value for key, value in options.items() if value is not None}
     agent: dict[str, int | bool] = {}
     if args.first_chunk_max_chars is not None:
@@ -252,8 +256,8 @@ def main() -> int:
         agent["runway_ms"] = args.runway_ms
     turn = {} if args.check_ahead is None else {"check_ahead": args.check_ahead == "true"}
     vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
-    asr = {} if args.partial_interval_s is None else {
-        "partial_interval_s": args.partial_interval_s}
+    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
+    asr = {key: value for key, value in asr_options.items() if value is not None}
     results = asyncio.run(
         run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr, turn)
     )
