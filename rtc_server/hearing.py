@@ -130,7 +130,6 @@ class Hearing:
         self._push_clock = 0.0  # clock time of the latest push (the endpointer's `time`)
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
-        self._pause_soon_ms = max((vad.decode_ahead_ms or vad.pause_ms) // 2, 1)
         self._pause: _Pause | None = None
         # The turn model's verdict asked with the early pause decode, for this silence run.
         self._early: asyncio.Future[float] | None = None
@@ -157,12 +156,13 @@ class Hearing:
 
     @property
     def pause_coming(self) -> bool:
-        """Inside an utterance, a silence half-way to the pause's decode (`decode_ahead_ms`,
-        else `pause_ms`) or a pause: that decode is about to take the cores, so best-effort
-        work started now (warming the LLM on a partial) would only slow it down."""
+        """Inside an utterance, a silence half-way to the pause's decode
+        (`DecodeAhead.starts_ms`) or a pause: that decode is about to take the cores, so
+        best-effort work started now (warming the LLM on a partial) would only slow it down."""
         if not self._endpointer.in_speech:
             return False
-        return self._paused or self._endpointer.trailing_silence_ms >= self._pause_soon_ms
+        soon_ms = max(self._ahead.starts_ms // 2, 1)
+        return self._paused or self._endpointer.trailing_silence_ms >= soon_ms
 
     # --- endpointer events (on the loop) ----------------------------------------------------
 

@@ -57,6 +57,11 @@ class DecodeAhead:
     def enabled(self) -> bool:
         return self._ahead_ms > 0
 
+    @property
+    def starts_ms(self) -> int:
+        """How far into a silence run the pause's decode begins: early, else at the pause."""
+        return self._ahead_ms or self._pause_ms
+
     def reset(self) -> None:
         """A new silence run: the user spoke again, or a pause was reported (the endpointer
         takes over from there)."""

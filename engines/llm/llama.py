@@ -188,6 +188,10 @@ class LlamaCppLLM:
 
     # --- decode thread -----------------------------------------------------------------------
 
+    def _set_threads(self, decode: int, prompt: int) -> None:
+        """llama.cpp's threads for the next evaluations (`llama_set_n_threads`, between them)."""
+        self._llm._ctx.set_n_threads(decode, prompt)  # noqa: SLF001
+
     def _warm(self, messages: Sequence[ChatMessage], stop: threading.Event, whole: bool) -> None:
         """`messages` as a whole prompt, or (not `whole`) up to the mark after the words."""
         text, add_bos, _ = self._formatted(messages)
@@ -202,14 +206,14 @@ class LlamaCppLLM:
         decode_threads, prompt_threads = self._threads
         # On one thread: a warm runs while the user speaks or just stopped, beside the ASR's
         # decode of their words, which the turn waits for; two threads each would fight.
-        self._llm._ctx.set_n_threads(decode_threads, 1)  # noqa: SLF001
+        self._set_threads(decode_threads, 1)
         try:
             for start in range(reuse, len(ids), _WARM_STEP):
                 if stop.is_set():
                     return
                 self._llm.eval(ids[start : start + _WARM_STEP])
         finally:
-            self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001
+            self._set_threads(decode_threads, prompt_threads)
         self.warmed_tokens += len(ids) - reuse
 
     def _generate(
@@ -237,7 +241,7 @@ class LlamaCppLLM:
             # The answer's first tokens decode on the prompt's threads: until the first chunk
             # is spoken nothing else needs the cores (no TTS yet), and its delay is the
             # user's wait. Later tokens go back to `threads`, beside the TTS and the video.
-            self._llm._ctx.set_n_threads(prompt_threads, prompt_threads)  # noqa: SLF001
+            self._set_threads(prompt_threads, prompt_threads)
         chunks = self._llm.create_completion(
             prompt=ids, stream=True, max_tokens=max_new_tokens, stop=template_stops,
             **self._sampling,
@@ -246,7 +250,7 @@ class LlamaCppLLM:
             for n, chunk in enumerate(chunks, 1):
                 self.generated_tokens += 1
                 if n == burst:
-                    self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001
+                    self._set_threads(decode_threads, prompt_threads)
                 if cancel.is_set():
                     return
                 if delta := chunk["choices"][0]["text"]:
@@ -256,4 +260,4 @@ class LlamaCppLLM:
         finally:
             chunks.close()  # stops llama.cpp's loop at this token
             if burst:
-                self._llm._ctx.set_n_threads(decode_threads, prompt_threads)  # noqa: SLF001
+                self._set_threads(decode_threads, prompt_threads)
