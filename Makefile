@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test lint browser cluster-deps cluster clean
+.PHONY: setup run test lint browser cluster-deps cluster slow-llama clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,16 @@ cluster: setup cluster-deps
 	$(PY) -m pip install -q 'llama-cpp-python[server]==0.3.36'
 	$(PY) -m rtc_server.cluster $(ARGS)
 
+# The emulated slow machine of the benchmarks (bench/slow_machine.py, README "Hardware and
+# latency"): llama.cpp built without AVX-512 (AVX2/FMA/F16C on) beside the main venv, put
+# first on the server's PYTHONPATH by `--modes slow`. ~8 min on 2 cores; not needed to run.
+AVX2_LLAMA := .venv-avx2/site-packages
+slow-llama: setup
+	test -d $(AVX2_LLAMA)/llama_cpp || CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+	  $(PY) -m pip install -q --no-deps --no-cache-dir --no-binary llama-cpp-python \
+	  --target $(AVX2_LLAMA) "llama-cpp-python==$$($(PY) -c 'import llama_cpp; print(llama_cpp.__version__)')"
+
 # Lint first (ruff, then mypy over the product, testkit, the tests and the benchmarks); then
 # every test runs inside a fresh network namespace that has only loopback: nothing can leave
 # 127.0.0.1 (see README, "Network").
@@ -55,4 +65,4 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache
+	rm -rf $(VENV) .venv-avx2 .pytest_cache .mypy_cache

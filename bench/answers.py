@@ -13,7 +13,12 @@ and decode tokens/s, then every answer that failed its rule.
 
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
         [--knowledge-bank FILE] [--knowledge-tutor FILE] [--personas bank ...] [--show] [--raw]
-        [--max-sentences 3]
+        [--max-sentences 3] [--profile auto|quality|fast] [--modes as-is,slow]
+
+`--profile` asks the server's profile (`rtc_server/profile.py`, the calibration of the machine
+this runs on) which model and threads it would use, and benchmarks those; `--modes slow` runs
+the same on the emulated slow machine (`bench/slow_machine.py`: the AVX2 llama.cpp build, the
+process held to half the CPU), `as-is,slow` both, one report after the other.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import asyncio
 import math
 import platform
 import re
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -32,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
 from engines.llm.grounding import figures  # noqa: E402
@@ -215,13 +222,26 @@ def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
     return ok, False
 
 
+def profile_choice(args: argparse.Namespace) -> None:
+    """Fill `args.model` and `args.threads` with what `--profile` picks on this machine."""
+    from rtc_server.config import Config, ProfileConfig
+    from rtc_server.profile import fit
+
+    fitted = fit(replace(Config(), profile=ProfileConfig(mode=args.profile)))
+    args.model = args.model or fitted.llm_model
+    if args.threads is None and fitted.llm_threads is not None:
+        args.threads, args.batch_threads, args.burst_tokens = fitted.llm_threads
+    print(fitted.describe(), file=sys.stderr)
+
+
 async def run(args: argparse.Namespace) -> list[Result]:
     knowledge = {"bank": args.knowledge_bank, "tutor": args.knowledge_tutor}
     results: list[Result] = []
     for persona in args.personas:
         config = LLMConfig(
             model=args.model, persona=persona, knowledge=knowledge.get(persona), seed=0,
-            threads=args.threads, temperature=args.temperature,
+            threads=args.threads, batch_threads=args.batch_threads,
+            burst_tokens=args.burst_tokens, temperature=args.temperature,
         )
         path = config.knowledge or example_knowledge(persona)
         facts = Path(path).read_text() if path else ""  # noqa: ASYNC240 - once, at set-up
@@ -251,8 +271,10 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     by_cat: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         by_cat[r.question.category].append(r)
-    print(f"\n{time.strftime('%Y-%m-%d')}, {platform.machine()}, model "
-          f"{args.model or 'qwen2.5-coder-1.5b'}, {args.threads} thread(s), "
+    print(f"\n{time.strftime('%Y-%m-%d')}, {platform.machine()}, {args.label}, model "
+          f"{args.model or 'qwen2.5-coder-1.5b'}"
+          + (f" (profile {args.profile})" if args.profile else "")
+          + f", {LLMConfig(threads=args.threads).decode_threads} thread(s), "
           f"temperature {'persona default' if args.temperature is None else args.temperature}, "
           f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}\n")
     print("| category | questions | accepted | accuracy |")
@@ -290,7 +312,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None)
-    parser.add_argument("--threads", type=int, default=LLMConfig.threads)
+    parser.add_argument("--threads", type=int, default=None, help="decode threads (1)")
+    parser.add_argument("--profile", choices=("auto", "quality", "fast"),
+                        help="the model and threads the server's profile picks here")
+    parser.add_argument("--modes", default="as-is",
+                        help="as-is, slow (the emulated slow machine) or as-is,slow")
+    parser.add_argument("--slow-cores", type=float, default=1.0)
+    parser.add_argument("--label", default="as is", help=argparse.SUPPRESS)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=AgentConfig.max_new_tokens)
@@ -306,6 +334,20 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true",
                         help="the bare model, without the persona's figure check")
     args = parser.parse_args()
+    args.batch_threads = args.burst_tokens = None
+    modes = args.modes.split(",")
+    if "slow" in modes:  # the same command again, inside the emulated slow machine
+        slow = SlowMachine(args.slow_cores)
+        slow.prepare()
+        argv = [a for a in sys.argv[1:]]
+        at = argv.index("--modes")
+        del argv[at : at + 2]
+        command = slow.wrap([sys.executable, __file__, *argv, "--label", slow.label()])
+        if "as-is" in modes:
+            subprocess.run([sys.executable, __file__, *argv], check=True)
+        return subprocess.run(command, env=slow.env(), check=False).returncode
+    if args.profile:
+        profile_choice(args)
     results = asyncio.run(run(args))
     report(results, args)
     return 0

@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.server_process import agent_toml, running_server  # noqa: E402
+from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
@@ -210,11 +211,12 @@ async def false_trial(url: str, i: int) -> Trial:
     return trial
 
 
-async def run(args: argparse.Namespace) -> list[Trial]:
+async def run(args: argparse.Namespace, slow: SlowMachine | None) -> list[Trial]:
     restrict_host_candidates_to_loopback()
     log = logging.getLogger("bench")
     trials: list[Trial] = []
-    async with running_server(agent_toml(args.port)):
+    profile = {"mode": args.profile} if args.profile else None
+    async with running_server(agent_toml(args.port, profile=profile), slow):
         url = f"http://127.0.0.1:{args.port}"
         for i in range(args.trials):
             trial = await real_trial(url, i)
@@ -229,7 +231,7 @@ async def run(args: argparse.Namespace) -> list[Trial]:
     return trials
 
 
-def report(trials: list[Trial], args: argparse.Namespace) -> str:
+def report(trials: list[Trial], args: argparse.Namespace, mode: str) -> str:
     real = [t for t in trials if t.kind == "question"]
     valid = [t for t in real if t.was_speaking]
     stops = [t.stop_ms for t in valid if t.stop_ms == t.stop_ms]
@@ -238,9 +240,10 @@ def report(trials: list[Trial], args: argparse.Namespace) -> str:
     by_voice = {v: [t.wer for t in real if t.voice == v and t.wer == t.wer]
                 for v in dict.fromkeys(t.voice for t in real)}
     lines = [
-        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {mode}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/barge_in.py "
-        f"--trials {args.trials}'`",
+        f"--trials {args.trials} --modes {mode}"
+        + (f" --profile {args.profile}" if args.profile else "") + "'`",
         "",
         "| measure | result |",
         "| --- | --- |",
@@ -273,10 +276,23 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--profile", choices=("auto", "quality", "fast", "fixed"),
+                        help="profile.mode (default: the server's, auto)")
+    parser.add_argument("--modes", default="as-is",
+                        help="as-is, slow (the emulated slow machine, bench/slow_machine.py) or "
+                        "as-is,slow: each run in turn")
+    parser.add_argument("--slow-cores", type=float, default=1.0,
+                        help="slow mode: the server's CPU quota in cores (default 1 = half)")
     args = parser.parse_args()
     setup_logging("INFO")
-    trials = asyncio.run(run(args))
-    print(report(trials, args))
+    for mode in args.modes.split(","):
+        if mode not in ("as-is", "slow"):
+            parser.error(f"--modes: unknown mode {mode!r}")
+        slow = SlowMachine(args.slow_cores) if mode == "slow" else None
+        label = slow.label() if slow is not None else "as is"
+        trials = asyncio.run(run(args, slow))
+        print(report(trials, args, label))
+        print()
     return 0
 
 

@@ -2,8 +2,9 @@
 
 `agent_toml(port, agent=..., llm=...)` is the benchmarks' server configuration: agent mode on
 127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
-and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`).
-`running_server(config_toml)` writes the TOML, starts `python -m rtc_server --config ...`,
+and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`, `profile`).
+`running_server(config_toml, slow)` writes the TOML, starts `python -m rtc_server --config ...`
+(with `slow`, as on the emulated slow machine, `bench/slow_machine.py`),
 waits for its "rtc-avatar ... at http://..." line (the models load first) and stops it at the
 end; the peer in the benchmark's process restricts its ICE candidates to 127.0.0.1.
 """
@@ -17,6 +18,8 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+from bench.slow_machine import SlowMachine
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 900  # the first start assembles and loads every model
@@ -32,7 +35,7 @@ def _lines(section: str, keys: Table) -> list[str]:
 
 def agent_toml(
     port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None,
-    asr: Table | None = None, turn: Table | None = None,
+    asr: Table | None = None, turn: Table | None = None, profile: Table | None = None,
 ) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
     lines = [
@@ -48,17 +51,26 @@ def agent_toml(
         lines += _lines("asr", asr)
     if turn:
         lines += _lines("turn", turn)
+    if profile:
+        lines += _lines("profile", profile)
     return "\n".join(lines) + "\n"
 
 
 @asynccontextmanager
-async def running_server(config_toml: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def running_server(
+    config_toml: str, slow: SlowMachine | None = None
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The server on `config_toml`; with `slow`, as on the emulated slow machine."""
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as config_file:
         config_file.write(config_toml)
         config_file.flush()
+        argv = [sys.executable, "-m", "rtc_server", "--config", config_file.name]
+        env = None
+        if slow is not None:
+            slow.prepare()
+            argv, env = slow.wrap(argv), slow.env()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rtc_server", "--config", config_file.name,
-            cwd=REPO, stdout=asyncio.subprocess.PIPE,
+            *argv, cwd=REPO, stdout=asyncio.subprocess.PIPE, env=env,
         )
         try:
             assert process.stdout is not None

@@ -43,8 +43,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.server_process import Table, agent_toml, running_server  # noqa: E402
+from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct, publish  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
+from engines.turn.config import TurnConfig  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
@@ -108,6 +110,7 @@ async def one_question(
     window_a = a_t > a_t[loud[0]] - 0.5 if len(loud) else a_t > 0
     window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > 0
     lag, corr = best_lag(a_t[window_a], rms[window_a], v_t[window_v], mouth[window_v])
+    gap_s = longest_gap(a_t, rms > QUIET_RMS, speech_end)
     transcript = [e["text"] for e in peer.received.events_of("transcript") if e["final"]]
     finals_at = [t for e, t in zip(peer.received.events, peer.received.event_arrival, strict=True)
                  if e.get("type") == "transcript" and e["final"]]
@@ -124,17 +127,28 @@ async def one_question(
         "said": [e["text"] for e in peer.received.events_of("agent_text")
                  if e["turn_id"] == first["turn_id"] and e["text"]],
         "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "stall_ms": final[-1].get("stall_ms"),
-        "av_lag_s": lag, "av_corr": corr,
+        "av_lag_s": lag, "av_corr": corr, "longest_gap_s": gap_s,
         "fps": fps, "fps_worst_1s": float(min(windows)) if windows else float("nan"),
     }
 
 
+def longest_gap(times: np.ndarray, loud: np.ndarray, after: float) -> float:
+    """The longest silence (s) inside the answer as the client received it: between its
+    first and last sounding 20 ms frames after `after` (NaN: no answer heard)."""
+    frames = np.flatnonzero(loud & (times > after))
+    if len(frames) < 2:
+        return float("nan")
+    quiet = np.diff(times[frames]) - (times[1] - times[0] if len(times) > 1 else 0.02)
+    return float(max(0.0, quiet.max()))
+
+
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
-    turn: Table,
+    turn: Table, profile: Table, slow: SlowMachine | None,
 ) -> list[Result]:
-    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn)
-    async with running_server(config):
+    config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
+                        profile)
+    async with running_server(config, slow):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused)
 
 
@@ -169,53 +183,82 @@ def _options(args: argparse.Namespace) -> str:
              "--partial-interval-s": args.partial_interval_s, "--asr-threads": args.asr_threads,
              "--lead-ms": args.lead_ms,
              "--runway-ms": args.runway_ms, "--burst-tokens": args.burst_tokens,
-             "--check-ahead": args.check_ahead}
+             "--check-ahead": args.check_ahead, "--profile": args.profile,
+             "--patience-ms": args.patience_ms, "--modes": args.modes,
+             "--slow-cores": args.slow_cores if "slow" in args.modes else None}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
-def report(results: list[Result], args: argparse.Namespace) -> str:
+Row = tuple[str, str, str]  # metric, p50, p95
+
+
+def rows(
+    results: list[Result], max_silence_ms: int, paused: bool
+) -> tuple[list[Row], list[str]]:
+    """The table's rows for one run, and its notes."""
     v2v = [float(r["v2v_s"]) * 1000 for r in results if np.isfinite(float(r["v2v_s"]))]
     lags = [abs(float(r["av_lag_s"])) * 1000 for r in results]
+    out: list[Row] = [("voice-to-voice (end of peer speech -> first agent audio received), ms",
+                       f"{pct(v2v, 0.5):.0f}", f"{pct(v2v, 0.95):.0f}")]
+    eot = [-float(r["marks_ms"]["voice_end"]) for r in results
+           if "voice_end" in r["marks_ms"]]
+    out.append(("end of turn (endpoint after the end of the voice), ms", f"{pct(eot, 0.5):.0f}",
+                f"{pct(eot, 0.95):.0f}"))
+    for stage in ("voice_end", *STAGES):
+        values = [float(r["marks_ms"][stage]) for r in results if stage in r["marks_ms"]]
+        out.append((f"{stage} (ms after endpoint)", f"{pct(values, 0.5):.0f}",
+                    f"{pct(values, 0.95):.0f}"))
+    gaps = [float(r["longest_gap_s"]) * 1000 for r in results
+            if np.isfinite(float(r.get("longest_gap_s", float("nan"))))]
+    if gaps:
+        out.append(("longest silence inside an answer (client audio), ms",
+                    f"{pct(gaps, 0.5):.0f}", f"{pct(gaps, 0.95):.0f}"))
+    stalls = [float(r["stall_ms"]) for r in results if r.get("stall_ms") is not None]
+    if stalls:
+        out.append(("stall (the voice ran dry between chunks, server), ms per answer",
+                    f"{pct(stalls, 0.5):.0f}", f"{pct(stalls, 0.95):.0f}"))
+    out.append(("A/V skew (best mouth/voice lag), ms", f"{pct(lags, 0.5):.0f}",
+                f"{pct(lags, 0.95):.0f}"))
+    corr = [float(r["av_corr"]) for r in results]
+    out.append(("mouth/voice correlation at best lag", f"{pct(corr, 0.5):.2f}",
+                f"{pct(corr, 0.05):.2f} (p5)"))
+    fps = [float(r["fps"]) for r in results]
+    worst = [float(r["fps_worst_1s"]) for r in results]
+    out.append(("received video fps (whole exchange)", f"{pct(fps, 0.5):.1f}",
+                f"{pct(fps, 0.05):.1f} (p5)"))
+    out.append(("received video fps, worst 1 s window", f"{pct(worst, 0.5):.0f}",
+                f"{pct(worst, 0.05):.0f} (p5)"))
+    at_limit = sum(e >= max_silence_ms - 20 for e in eot)
+    notes = [f"{len(v2v)}/{len(results)} answers heard; {sum(s > 0 for s in stalls)}/"
+             f"{len(stalls)} played to the end had a stall; {at_limit}/{len(eot)} turns ended "
+             f"only at max_silence_ms ({max_silence_ms}); longest silence inside an answer "
+             f"over 700 ms in {sum(g > 700 for g in gaps)}/{len(gaps)}; end of turn, ms: "
+             + " ".join(f"{e:.0f}" for e in sorted(eot))]
+    if paused:
+        cuts = sum(bool(r["cut_off"]) for r in results)
+        notes.append(f"False cut-offs (a final transcript before the rest of the question): "
+                     f"{cuts}/{len(results)}.")
+    return out, notes
+
+
+def report(runs: dict[str, list[Result]], args: argparse.Namespace) -> str:
+    """Markdown: one column pair per machine mode, side by side."""
     lines = [
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()} {args.machine}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/voice_to_voice.py "
         f"--questions {args.questions} --set {args.set}{_options(args)}'`",
         "",
-        "| metric | p50 | p95 |",
-        "| --- | --- | --- |",
-        f"| voice-to-voice (end of peer speech -> first agent audio received), ms | "
-        f"{pct(v2v, 0.5):.0f} | {pct(v2v, 0.95):.0f} |",
     ]
-    eot = [-float(r["marks_ms"]["voice_end"]) for r in results
-           if "voice_end" in r["marks_ms"]]
-    lines.append(f"| end of turn (endpoint after the end of the voice), ms | {pct(eot, 0.5):.0f} "
-                 f"| {pct(eot, 0.95):.0f} |")
-    for stage in ("voice_end", *STAGES):
-        values = [float(r["marks_ms"][stage]) for r in results
-                  if stage in r["marks_ms"]]
-        lines.append(f"| {stage} (ms after endpoint) | {pct(values, 0.5):.0f} | "
-                     f"{pct(values, 0.95):.0f} |")
-    stalls = [float(r["stall_ms"]) for r in results if r.get("stall_ms") is not None]
-    if stalls:
-        lines.append(f"| stall (the voice ran dry between chunks), ms per answer | "
-                     f"{pct(stalls, 0.5):.0f} | {pct(stalls, 0.95):.0f} |")
-    lines.append(f"| A/V skew (best mouth/voice lag), ms | {pct(lags, 0.5):.0f} | "
-                 f"{pct(lags, 0.95):.0f} |")
-    corr = [float(r["av_corr"]) for r in results]
-    lines.append(f"| mouth/voice correlation at best lag | {pct(corr, 0.5):.2f} | "
-                 f"{pct(corr, 0.05):.2f} (p5) |")
-    fps = [float(r["fps"]) for r in results]
-    worst = [float(r["fps_worst_1s"]) for r in results]
-    lines.append(f"| received video fps (whole exchange) | {pct(fps, 0.5):.1f} | "
-                 f"{pct(fps, 0.05):.1f} (p5) |")
-    lines.append(f"| received video fps, worst 1 s window | {pct(worst, 0.5):.0f} | "
-                 f"{pct(worst, 0.05):.0f} (p5) |")
-    lines.append(f"\n{len(v2v)}/{len(results)} answers heard; "
-                 f"{sum(s > 0 for s in stalls)}/{len(stalls)} played to the end had a stall.")
-    if args.set == "paused":
-        cuts = sum(bool(r["cut_off"]) for r in results)
-        lines.append(f"False cut-offs (a final transcript before the rest of the question): "
-                     f"{cuts}/{len(results)}.")
+    tables = {mode: rows(results, args.max_silence_ms, args.set == "paused")
+              for mode, results in runs.items()}
+    header = " | ".join(f"{mode} p50 | {mode} p95" for mode in tables)
+    lines += [f"| metric | {header} |", "|---" * (1 + 2 * len(tables)) + "|"]
+    first = next(iter(tables.values()))[0]
+    for i, (metric, _, _) in enumerate(first):
+        cells = " | ".join(f"{t[0][i][1]} | {t[0][i][2]}" for t in tables.values())
+        lines.append(f"| {metric} | {cells} |")
+    for mode, (_, notes) in tables.items():
+        lines += ["", f"{mode}: " + " ".join(notes)]
     return "\n".join(lines)
 
 
@@ -240,7 +283,16 @@ def main() -> int:
     parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
+    parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
+    parser.add_argument("--profile", choices=("auto", "quality", "fast", "fixed"),
+                        help="profile.mode (default: the server's, auto)")
+    parser.add_argument("--modes", default="as-is",
+                        help="as-is, slow (the emulated slow machine, bench/slow_machine.py) or "
+                        "as-is,slow: each run in turn, the tables side by side")
+    parser.add_argument("--slow-cores", type=float, default=1.0,
+                        help="slow mode: the server's CPU quota in cores (default 1 = half)")
     args = parser.parse_args()
+    args.max_silence_ms = TurnConfig().max_silence_ms
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
                "burst_tokens": args.burst_tokens}
@@ -254,14 +306,25 @@ def main() -> int:
         agent["lead_ms"] = args.lead_ms
     if args.runway_ms is not None:
         agent["runway_ms"] = args.runway_ms
-    turn = {} if args.check_ahead is None else {"check_ahead": args.check_ahead == "true"}
+    turn: dict[str, int | bool] = {}
+    if args.check_ahead is not None:
+        turn["check_ahead"] = args.check_ahead == "true"
+    if args.patience_ms is not None:
+        turn["patience_ms"] = args.patience_ms
+    profile = {} if args.profile is None else {"mode": args.profile}
     vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
     asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
     asr = {key: value for key, value in asr_options.items() if value is not None}
-    results = asyncio.run(
-        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr, turn)
-    )
-    return publish(report(results, args), results, args.json)
+    runs: dict[str, list[Result]] = {}
+    for mode in args.modes.split(","):
+        if mode not in ("as-is", "slow"):
+            parser.error(f"--modes: unknown mode {mode!r}")
+        slow = SlowMachine(args.slow_cores) if mode == "slow" else None
+        if slow is not None:
+            logging.getLogger("bench").info("%s", slow.label())
+        runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
+                                     llm, vad, asr, turn, profile, slow))
+    return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 
 if __name__ == "__main__":

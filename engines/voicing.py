@@ -67,9 +67,9 @@ class SpokenChunks:
         """Size of the text that has passed the filter and waits to be a chunk."""
         return self._chunker.pending_size
 
-    def cut(self) -> list[str]:
+    def cut(self, min_chars: int = 8) -> list[str]:
         """What has passed the filter, as a chunk now (`Chunker.cut`)."""
-        return self._chunker.cut()
+        return self._chunker.cut(min_chars)
 
     def all(self, text: str) -> list[str]:
         """A whole text's chunks (then the instance is spent)."""
@@ -85,11 +85,17 @@ CLAUSE_TRAIL_MS = 120.0
 WORDS_TRAIL_MS = 30.0
 
 
+def ends_sentence(text: str) -> bool:
+    """Whether chunk `text` ends a sentence (or a line: a list item, a heading)."""
+    end = text.rstrip().rstrip(CLOSERS)[-1:]
+    return not end or end in SENTENCE_ENDS or text.rstrip(" \t").endswith("\n")
+
+
 def chunk_pauses(text: str) -> tuple[float, float | None]:
     """(lead, trail) silence to keep around the speech of chunk `text` (None: the voice's)."""
-    end = text.rstrip().rstrip(CLOSERS)[-1:]
-    if not end or end in SENTENCE_ENDS or text.rstrip(" \t").endswith("\n"):
+    if ends_sentence(text):
         return LEAD_MS, None
+    end = text.rstrip().rstrip(CLOSERS)[-1:]
     return LEAD_MS, CLAUSE_TRAIL_MS if end in CLAUSE_ENDS else WORDS_TRAIL_MS
 
 

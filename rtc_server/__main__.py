@@ -1,5 +1,7 @@
 """`python -m rtc_server [--host H] [--port P] [--config FILE] [--mode M] [--role R]`: run the
-server (`--role all`, the default), or one worker or gateway of a cluster."""
+server (`--role all`, the default), or one worker or gateway of a cluster.
+`python -m rtc_server calibrate [--config FILE]`: measure this machine afresh (the cache is
+rewritten), print the table and the profile it leads to."""
 
 from __future__ import annotations
 
@@ -38,7 +40,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def calibrate(argv: list[str]) -> int:
+    """Measure afresh and print what the server would choose here (`[profile]`)."""
+    from rtc_server.profile import fit
+
+    parser = argparse.ArgumentParser(prog="rtc_server calibrate", description=calibrate.__doc__)
+    parser.add_argument("--config", help="TOML config file (see config.example.toml)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args.config)
+        if config.profile.mode == "fixed":  # the command's point is to measure
+            config = replace_path(config, "profile.mode", "auto")
+        fitted = fit(replace_path(config, "server.mode", "agent"), fresh=True)
+    except (ConfigError, EngineError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    assert fitted.calibration is not None
+    print(fitted.calibration.table())
+    print()
+    print(fitted.describe())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["calibrate"]:
+        return calibrate(argv[1:])
     args = parse_args(argv)
     try:
         config = load_config(args.config)

@@ -37,14 +37,12 @@ from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import AgentText, State, Transcript, TurnTimings
 from rtc_server.hearing import Hearing, Utterance
+from rtc_server.pacing import Pacing, SentenceGate
 from rtc_server.session import Session
 from rtc_server.speaker import Voice
 from rtc_server.turn import Turn
 
 logger = logging.getLogger(__name__)
-# Synthesis time per character of a chunk, for the runway: piper here takes ~4 ms a character
-# (64 ms for 10, 172 ms for 39) alone, about half as much again beside the LLM's decode.
-TTS_S_PER_CHAR = 0.006
 MAX_HISTORY_MESSAGES = 40  # the LLM trims to its token budget; this bounds memory
 # Said while someone else talks, they ask for nothing (English and Chinese backchannels).
 BACKCHANNEL = frozenset({
@@ -341,8 +339,11 @@ class AgentBehaviour:
 
     async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
         clock = self._session.clock
+        pace = self._engines.fit.pace
         # No code or markdown spoken; the answer ends at `max_sentences`.
         chunks = SpokenChunks(self._config.first_chunk_max_chars, self._config.max_sentences)
+        # A sentence starts once what is decoded carries the voice to its end (pacing.py).
+        gate = SentenceGate(chunks, Pacing(pace, clock.time), hold=pace.hold_sentences)
         runway_s = self._config.runway_ms / 1000
         deltas = aiter(self._engines.llm.stream(messages, max_new_tokens=self._llm_max_tokens))
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
@@ -355,17 +356,19 @@ class AgentBehaviour:
                     yield str(delta)
                     continue
                 turn.mark("llm_first_token", clock.time())
-                for chunk in chunks.push(delta):
+                gate.decoded(delta)
+                for chunk in gate.push(chunks.push(delta)):
                     turn.mark("first_chunk", clock.time())
                     yield chunk
                 if runway_s and turn.runs_dry_within(
-                    runway_s + chunks.pending_size * TTS_S_PER_CHAR
+                    runway_s + chunks.pending_size * pace.tts_s_per_char
                 ):
-                    for chunk in chunks.cut():
+                    for chunk in gate.runway():
+                        turn.mark("first_chunk", clock.time())
                         yield chunk
                 if chunks.done:
                     break  # closing the stream stops the generation
-        for chunk in chunks.flush():
+        for chunk in gate.flush(chunks.flush()):
             turn.mark("first_chunk", clock.time())
             yield chunk
 

@@ -26,6 +26,7 @@ from rtc_server.errors import ConfigError
 from signaling.turn_credentials import RelayConfig
 
 Mode = Literal["agent", "echo"]
+ProfileMode = Literal["auto", "quality", "fast", "fixed"]
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,9 @@ class AgentConfig:
     # this many characters: shorter means earlier first audio, at some cost in prosody.
     first_chunk_max_chars: int = FIRST_CHUNK_MAX_CHARS
     # Later chunks end at sentence ends; when the voice would run dry within this many ms
-    # plus the TTS's time for the text waiting (`agent.TTS_S_PER_CHAR`), the next chunk is
-    # cut now, at the last clause boundary or word: a short pause instead of dead air.
-    # 0 = off.
+    # plus the TTS's time for the text waiting (measured: the profile's `Pace`), the next
+    # chunk is cut now, at the last clause boundary or word: a short pause instead of dead
+    # air. 0 = off.
     runway_ms: int = 300
     # An answer ends after this many sentences (the generation stops there), whatever the
     # model writes: the personas ask for one to three, a small model sometimes reads out a
@@ -164,6 +165,32 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class ProfileConfig:
+    # "auto": measure this machine once (cached) and pick the models and settings that fit
+    # the budget below; "quality": the largest bundled models; "fast": the smallest; "fixed":
+    # measure nothing, every setting as configured with the built-in defaults (tests,
+    # reproducible A/B runs). Explicit model and thread keys override every mode.
+    mode: ProfileMode = "auto"
+    # The decode of a 2 s question (the pause decode, which the end of a turn waits for)
+    # must fit this, beside the video, or the smaller ASR model is used.
+    pause_decode_ms: int = 300
+    # From the endpoint to the answer's first audio: the pause decode, the prefill of the
+    # question's last words, the first chunk's tokens and its synthesis.
+    first_audio_ms: int = 800
+    # The LLM's decode while the voice speaks (beside the TTS and the video) must be this
+    # many times the voice's speaking rate, or the answer would run dry mid-sentence.
+    margin: float = 1.5
+
+    def __post_init__(self) -> None:
+        if not 50 <= self.pause_decode_ms <= 5000:
+            raise ValueError("pause_decode_ms must be within 50..5000")
+        if not 100 <= self.first_audio_ms <= 10_000:
+            raise ValueError("first_audio_ms must be within 100..10000")
+        if not 1.0 <= self.margin <= 10.0:
+            raise ValueError("margin must be within 1..10")
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     ice: IceConfig = field(default_factory=IceConfig)
@@ -179,6 +206,8 @@ class Config:
     relay: RelayConfig = field(default_factory=RelayConfig)
     # Scale-out: role of this process, the Redis directory (rtc_server/cluster/).
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    # Which models and settings fit this machine (rtc_server/profile.py).
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:

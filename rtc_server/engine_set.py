@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from common.cpu_priority import SPEAKING, VIDEO, lower_this_thread
 from engines.asr.base import StreamingASR
 from engines.face.base import FaceAnimator
 from engines.face.config import FaceConfig
@@ -33,27 +34,33 @@ from engines.turn.base import TurnModel
 from rtc_server import face_batch
 from rtc_server.config import Config
 from rtc_server.face_batch import FaceBatcher
+from rtc_server.profile import FIXED_PACE, Fit
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class Pools:
+    """The listening pools run at the process's priority, the speaking and video pools
+    below it (common/cpu_priority.py): on a short CPU the microphone's path goes first."""
+
     asr: ThreadPoolExecutor = field(default_factory=lambda: _pool("asr", 2))
     # Smart Turn calls (~26 ms each) must not queue behind a Whisper decode on the ASR pool.
     turn: ThreadPoolExecutor = field(default_factory=lambda: _pool("turn", 1))
-    tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1))
-    face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1))
-    features: ThreadPoolExecutor = field(default_factory=lambda: _pool("features", 2))
-    render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2))
+    tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1, SPEAKING))
+    face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1, SPEAKING))
+    features: ThreadPoolExecutor = field(
+        default_factory=lambda: _pool("features", 2, SPEAKING))
+    render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2, VIDEO))
 
     def shutdown(self) -> None:
         for pool in (self.asr, self.turn, self.tts, self.face, self.features, self.render):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _pool(name: str, workers: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"rtc-{name}")
+def _pool(name: str, workers: int, lower: int = 0) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"rtc-{name}",
+                              initializer=lower_this_thread, initargs=(lower,))
 
 
 @dataclass
@@ -66,6 +73,8 @@ class Engines:
     pools: Pools = field(default_factory=Pools)
     turn: TurnModel | None = None  # semantic end of turn ([turn]); None = fixed hangover
     face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
+    # What the machine's calibration chose, and the rates the conversation paces itself by.
+    fit: Fit = field(default_factory=lambda: Fit("fixed", None, None, None, FIXED_PACE, ()))
 
     async def animate(self, pcm: np.ndarray, sample_rate: int) -> np.ndarray:
         """Speech -> landmark offsets at the face model's rate, on the face pool (batched
@@ -94,16 +103,20 @@ def _timed(what: str, build: Callable[[], Any]) -> Any:
     return value
 
 
-def load_engines(config: Config) -> Engines:
-    """Load every engine the agent needs (blocking; one progress line per model)."""
+def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
+    """Load every engine the agent needs (blocking; one progress line per model), with the
+    models and settings the profile fits to this machine (`fitted`, else `profile.fit`)."""
     from engines.asr import create_asr
     from engines.face import create_face, create_smoother
     from engines.llm import build_prompt, create_llm
     from engines.tts import create_tts
     from engines.turn import load_turn_model
     from engines.vad import load_vad_models
+    from rtc_server.profile import fit
 
     build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
+    fitted = fitted or fit(config)
+    config = fitted.apply(config)
 
     asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
     warm_up = getattr(asr, "warm_up", None)
@@ -117,7 +130,7 @@ def load_engines(config: Config) -> Engines:
     face_config = config.face
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
-        make_smoother=lambda: create_smoother(face_config), turn=turn,
+        make_smoother=lambda: create_smoother(face_config), turn=turn, fit=fitted,
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
     return engines

@@ -41,7 +41,7 @@ import numpy as np
 from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn import TurnConfig, TurnModel
-from engines.turn.policy import is_complete, needs_text
+from engines.turn.policy import complete_after_ms
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 from media.clock import MediaClock
@@ -92,6 +92,8 @@ class _Pause:
     pause_id: int
     probability: float | None = None
     text: PauseText | None = None
+    decided: bool = False  # the evidence is in: `after_ms` holds the verdict
+    after_ms: float | None = None  # the silence that ends the turn (None: the long limit)
 
 
 _Op = tuple[str, int, object]
@@ -130,6 +132,7 @@ class Hearing:
         self._push_clock = 0.0  # clock time of the latest push (the endpointer's `time`)
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
+        self._pause_ms = vad.pause_ms
         self._pause: _Pause | None = None
         # The turn model's verdict asked with the early pause decode, for this silence run.
         self._early: asyncio.Future[float] | None = None
@@ -153,6 +156,9 @@ class Hearing:
                     self._put(("ahead", self._utterance, rest))
                     self._check_ahead(rest)
             self._voice()
+            pause = self._pause
+            if pause is not None and pause.after_ms is not None:
+                self._decide(pause)  # the silence may have grown to what the evidence asks
 
     @property
     def pause_coming(self) -> bool:
@@ -248,14 +254,23 @@ class Hearing:
         self._decide(pause)
 
     def _decide(self, pause: _Pause) -> None:
+        """The verdict once the probability and the text are in: complete now, after the
+        silence the evidence asks for (checked again on every frame), or never (the long
+        limit ends the turn)."""
         if pause.probability is None or self._pause is not pause:
             return
-        if needs_text(pause.probability, self._turn) and pause.text is None:
+        if self._turn.text_check and pause.text is None:
             return  # the lane's pause decode is still running
-        complete = is_complete(pause.probability, pause.text, self._turn)
-        logger.debug("pause %d: p=%.2f text=%r -> %s", pause.pause_id, pause.probability,
-                     pause.text, "complete" if complete else "incomplete")
-        ended = self._endpointer.verdict(pause.pause_id, complete)
+        if not pause.decided:
+            pause.decided = True
+            pause.after_ms = complete_after_ms(pause.probability, pause.text, self._turn,
+                                               self._pause_ms)
+            logger.debug("pause %d: p=%.2f text=%r -> complete after %s ms", pause.pause_id,
+                         pause.probability, pause.text, pause.after_ms)
+        if pause.after_ms is None or self._endpointer.trailing_silence_ms < pause.after_ms:
+            return
+        pause.after_ms = None
+        ended = self._endpointer.verdict(pause.pause_id, True)
         if ended is not None:
             self._handle(ended, _NO_AUDIO)
 

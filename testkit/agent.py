@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from rtc_server.config import AgentConfig, Config, IceConfig, ServerConfig
+from rtc_server.config import AgentConfig, Config, IceConfig, ProfileConfig, ServerConfig
 from testkit.peer import Received
 
 # aiortc's receiver hold per frame (see tests/test_loopback.py): audio until the 4th next
@@ -16,11 +16,13 @@ AUDIO_HOLD_S = 0.080
 
 
 def agent_config(greeting: str = "", **agent: Any) -> Config:
-    """Agent mode on the embedded defaults, loopback-only ICE, deterministic sampling."""
+    """Agent mode on the embedded defaults, loopback-only ICE, deterministic sampling, and the
+    `fixed` profile: the models and settings do not depend on how fast this machine is."""
     base = Config()
     return dataclasses.replace(
         base,
         server=ServerConfig(mode="agent"),
+        profile=ProfileConfig(mode="fixed"),
         ice=IceConfig(loopback_only=True),
         agent=dataclasses.replace(AgentConfig(greeting=greeting), **agent),
         llm=dataclasses.replace(base.llm, seed=1234, temperature=0.0),

@@ -376,9 +376,10 @@ async def test_the_turn_model_is_asked_with_the_early_decode_on_the_pause_s_wind
 
 async def test_speech_after_an_early_verdict_makes_the_pause_ask_again(rigs: list[Rig]) -> None:
     """The early "complete" belonged to a silence the user ended: the pause after the next
-    words asks the model again and its "incomplete" stands."""
+    words asks the model again and its "incomplete" stands (no patience: the long limit)."""
     model = FakeTurnModel([0.95, 0.1])
-    r = rig(rigs, ["What time", "What time is"], model, TurnConfig(text_check=False))
+    r = rig(rigs, ["What time", "What time is"], model,
+            TurnConfig(text_check=False, patience_ms=0))
     r.quiet(0.3)
     r.say(0.6)
     r.quiet(0.14)  # the early verdict (0.95), then the user goes on
@@ -392,6 +393,44 @@ async def test_speech_after_an_early_verdict_makes_the_pause_ask_again(rigs: lis
     r.quiet(1.4)
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "silence"
+
+
+async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
+    rigs: list[Rig],
+) -> None:
+    """Pins the cliff of the fixed thresholds: a probability a little under the threshold
+    (another machine's numerics) made the turn wait for the 1.5 s limit. Graded, p = 0.3
+    asks for 40% of the patience: the turn ends 200 + 0.4 * 600 = 440 ms into the silence,
+    counted in audio, and speech before then keeps the turn open."""
+    turn = TurnConfig(patience_ms=600, check_ahead=False)
+    model = FakeTurnModel([0.3])
+    r = rig(rigs, ["What time is it?"], model, turn)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)  # the pause
+    await settle(r)
+    r.quiet(0.22)  # 420 ms of silence
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not r.listener.finals
+    r.quiet(0.04)  # 460 ms
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].reason == "complete"
+
+    again = rig(rigs, ["What time", "What time is it?"], FakeTurnModel([0.3]), turn)
+    again.quiet(0.3)
+    again.say(1.0)
+    again.quiet(0.3)  # the pause; its verdict asks for 440 ms ...
+    await settle(again)
+    again.say(0.5)  # ... but the user goes on at 300 ms: that verdict is stale
+    again.quiet(0.2)
+    await until(lambda: again.asr.streams[-1].pauses == 2)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not again.listener.finals
+    again.quiet(0.3)
+    await asyncio.wait_for(again.listener.final.wait(), 3)
+    assert again.listener.finals[0].text == "What time is it?"
 
 
 async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:

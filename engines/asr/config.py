@@ -21,7 +21,9 @@ DEVICES = ("cpu", "cuda", "auto")
 class AsrConfig:
     engine: str = "faster-whisper"  # "faster-whisper" (embedded default) or "funasr"
     # --- faster-whisper ---
-    model: str = "base"  # "base" (multilingual), "tiny.en" or a CTranslate2 Whisper directory
+    # "base" (multilingual), "tiny.en" or a CTranslate2 Whisper directory; None = the server's
+    # [profile] picks base or tiny.en by the pause decode's time here (base without one)
+    model: str | None = None
     language: str = "en"  # "en", "zh" (Simplified output) or "auto" (detected per utterance)
     prompt: str | None = None  # Whisper initial prompt; None = per language (zh: Simplified)
     # CTranslate2 threads per decode (intra-op) and decodes that may run at once across all

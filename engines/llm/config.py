@@ -25,19 +25,21 @@ class LLMConfig:
     # start-up)
     device: str = "auto"
     precision: str = "auto"  # "transformers": "auto" (cpu int8, cuda bf16), fp32, bf16, fp16
-    # CPU threads for decoding (llama.cpp; torch for "transformers"); 0 = all cores. One is the
-    # default: llama.cpp's threads wait for each other at every layer, and on 2 busy cores
+    # CPU threads for decoding (llama.cpp; torch for "transformers"); 0 = all cores; None = the
+    # server's [profile] derives it from the machine's cores (1 without a profile). One on
+    # 2 cores: llama.cpp's threads wait for each other at every layer, and on 2 busy cores
     # (video, TTS) two threads fell to ~1 token/s while one kept ~20 (bench/RESULTS.md).
-    threads: int = 1
+    threads: int | None = None
     # "llama-cpp": threads for prompt evaluation, a short burst per turn (2 halved the first
-    # token on 2 cores; bench/RESULTS.md); 0 = as `threads`.
-    batch_threads: int = 2
+    # token on 2 cores; bench/RESULTS.md); 0 = as `threads`; None = the profile's (all the
+    # cores; 2 without a profile).
+    batch_threads: int | None = None
     # "llama-cpp": the first tokens of every answer decode on `batch_threads` too (~4 tokens
     # make the first speakable chunk; until it is cut no TTS runs, so the cores are free:
     # 30 ms a token with 2 threads against 48 with 1 here, idle). Past it the TTS needs a
     # core: with 6 the first chunk's synthesis took 117-150 ms live, with 4 109-111 ms
-    # (bench/RESULTS.md, voice_to_voice); 0 = all on `threads`.
-    burst_tokens: int = 4
+    # (bench/RESULTS.md, voice_to_voice); 0 = all on `threads`; None = 4.
+    burst_tokens: int | None = None
     # KV cache size (prompt + answer). "transformers" on CUDA: the static cache, with a captured
     # decode step for a quarter, a half and all of it (engines/llm/cuda_graphs.py)
     context_tokens: int = 4096
@@ -66,7 +68,9 @@ class LLMConfig:
     read_timeout_s: float = 10.0  # "openai" engine: longest silence while streaming
     retries: int = 2  # "openai" engine: retries before the first token (not after)
     resilient: bool = True  # wrap the engine with holding phrase, apology and answer cache
-    first_token_deadline_s: float = 2.0  # say the holding phrase if no token by then
+    # Say the holding phrase if no token came by then; None = the profile's (three times the
+    # first token it expects on this machine, at least 1.5 s; 2.0 without a profile)
+    first_token_deadline_s: float | None = None
     answer_deadline_s: float = 12.0  # give up (apology) if the answer has not begun by then
     stall_timeout_s: float = 5.0  # end an answer whose next token does not come for this long
     holding_phrase: str = "Hmm, let me think about that."  # spoken at the deadline
@@ -77,7 +81,7 @@ class LLMConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidInputError(f"unknown llm engine {self.engine!r} ({', '.join(ENGINES)})")
-        if self.threads < 0 or self.batch_threads < 0 or self.burst_tokens < 0:
+        if min(self.threads or 0, self.batch_threads or 0, self.burst_tokens or 0) < 0:
             raise InvalidInputError("threads, batch_threads and burst_tokens must be >= 0")
         if self.context_tokens < 512 or self.history_tokens < 64:
             raise InvalidInputError("context_tokens >= 512, history_tokens >= 64")
@@ -86,5 +90,22 @@ class LLMConfig:
         if self.temperature is not None and self.temperature < 0:
             raise InvalidInputError("temperature must be >= 0")
         for name in ("first_token_deadline_s", "answer_deadline_s", "stall_timeout_s"):
-            if getattr(self, name) <= 0:
+            if (getattr(self, name) or 1.0) <= 0:
                 raise InvalidInputError(f"{name} must be > 0")
+
+    # Without a profile (a bare engine, the CLIs, tests), the values measured on 2 cores.
+    @property
+    def decode_threads(self) -> int:
+        return 1 if self.threads is None else self.threads
+
+    @property
+    def prompt_threads(self) -> int:
+        return 2 if self.batch_threads is None else self.batch_threads
+
+    @property
+    def burst(self) -> int:
+        return 4 if self.burst_tokens is None else self.burst_tokens
+
+    @property
+    def first_token_deadline(self) -> float:
+        return 2.0 if self.first_token_deadline_s is None else self.first_token_deadline_s

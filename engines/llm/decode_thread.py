@@ -20,6 +20,8 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from common.cpu_priority import THINKING, lower_this_thread
+
 T = TypeVar("T")
 Job = Callable[[threading.Event], Iterable[str]]
 _DONE = object()
@@ -27,7 +29,10 @@ _DONE = object()
 
 class DecodeThread:
     def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        # Below the listening path's priority (common/cpu_priority.py); llama.cpp's worker
+        # threads, started from this one, inherit it.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
+                                        initializer=lower_this_thread, initargs=(THINKING,))
         self._lock = threading.Lock()
         self._streams = 0  # queued or running
         self._yield = threading.Event()  # set while a stream waits: background work stops

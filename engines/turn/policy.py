@@ -1,11 +1,20 @@
-"""The end-of-turn decision at a pause: the turn model's probability, checked by the words.
+"""The end-of-turn decision at a pause: how much silence the evidence asks for.
 
-`is_complete(probability, pause, config)`: complete when Smart Turn's probability is above
-`config.threshold` and, with `config.text_check`, the pause's transcript (`PauseText` from the
-ASR stream) reads like a finished sentence: it ends with . ? or ! on a word that can end one
-(`reads_finished`), and the ASR gave that final mark at least `config.sentence_end_threshold`
-of probability (when the engine reports one; FunASR does not). The caller needs the pause
-text only when the probability passes (`needs_text`).
+`complete_after_ms(probability, pause, config)` is the silence (ms after the end of the voice)
+from which this pause counts as the end of the turn, or None when the evidence never says so
+(the endpointer's `max_silence_ms` then ends it). The evidence: Smart Turn's probability, the
+pause's transcript (`PauseText` from the ASR stream) and the ASR's probability for its final
+mark. A transcript that does not read like a finished sentence (`reads_finished`: it ends with
+. ? or ! on a word that can end one) never ends the turn early (with `config.text_check`).
+
+Graded, not a cliff: at the pause (`pause_ms` of silence) a confident turn ends at once (Smart
+Turn above `threshold`, the final mark's probability at least `sentence_end_threshold`); below
+them the confidence needed falls linearly with the silence, to none `patience_ms` later, so a
+finished-looking sentence ends by `pause_ms + patience_ms` whatever the numbers. Why: with a
+fixed 0.85 on the final mark a confidence that one machine, voice or noise puts at 0.84
+instead of 0.86 cost 1.3 s (the turn waited for `max_silence_ms`): 15 of 24 turns on a
+2-core AVX2 VM, 33 of 80 offline here (bench/RESULTS.md, section turn). Graded, 0.84 costs a
+few ms. The silence itself is evidence: mid-sentence hesitations are mostly short.
 
 Why the text check (bench/RESULTS.md, section turn; 20 questions with a 0.5-0.9 s pause in
 mid-sentence, two voices, clean and at 15 dB SNR): on this project's generated speech Smart
@@ -13,10 +22,7 @@ Turn v3.2 alone called 80% of those pauses complete at 200 ms ("I'd like to ... 
 money"). Whisper's punctuation cut that to 36%: for most cut-off prefixes it writes no final
 mark, or one after a word that cannot end a sentence. The rest were sentences Whisper
 completed itself ("I need it.", "Tell me about it."), and there its own probability for the
-final mark tells: median 0.90-0.95 after complete questions (0.79 for espeak-ng in noise),
-0.27-0.88 after such guesses, most below 0.7. With the 0.85 threshold 4% of the pauses were
-cut off. The pause decode runs anyway (it is the start-early text and, if nothing follows,
-the final), so waiting for it delays the endpoint, not the answer.
+final mark tells: median 0.90-0.95 after complete questions, 0.27-0.88 after such guesses.
 """
 
 from __future__ import annotations
@@ -54,17 +60,43 @@ def reads_finished(text: str) -> bool:
     return not (words and body[-1].isascii() and words[-1].lower() in _UNFINISHED_EN)
 
 
-def needs_text(probability: float, config: TurnConfig) -> bool:
-    """Whether `is_complete` needs the pause's transcript for this probability."""
-    return config.text_check and probability > config.threshold
+def _shortfall(value: float | None, needed: float) -> float:
+    """How far `value` falls short of `needed`, as a fraction of it (0 = enough)."""
+    if value is None or needed <= 0.0:
+        return 0.0
+    return max(0.0, 1.0 - value / needed)
 
 
-def is_complete(probability: float, pause: PauseText | None, config: TurnConfig) -> bool:
-    """The verdict for one pause (`pause` may be None when `needs_text` is False)."""
+def complete_after_ms(
+    probability: float, pause: PauseText | None, config: TurnConfig, pause_ms: int
+) -> float | None:
+    """The silence (ms) from which this pause ends the turn; None: not on this evidence.
+
+    `pause_ms` is the silence at which the pause was reported (`[vad] pause_ms`); `pause` may
+    be None only without `config.text_check`."""
+    if config.text_check:
+        if pause is None or not reads_finished(pause.text):
+            return None
+        end = pause.end_probability
+    else:
+        end = None
+    # Smart Turn's probability must be above the threshold, so its shortfall is never 0
+    # at or below it: the strict rule's boundary stays where it was at the pause.
+    turn = _shortfall(probability, config.threshold)
     if probability <= config.threshold:
-        return False
-    if not config.text_check:
-        return True
-    if pause is None or not reads_finished(pause.text):
-        return False
-    return pause.end_probability is None or pause.end_probability >= config.sentence_end_threshold
+        turn = max(turn, 1e-6)
+    shortfall = max(turn, _shortfall(end, config.sentence_end_threshold))
+    if shortfall == 0.0:
+        return float(pause_ms)
+    if config.patience_ms == 0:
+        return None
+    return pause_ms + shortfall * config.patience_ms
+
+
+def is_complete(
+    probability: float, pause: PauseText | None, config: TurnConfig, pause_ms: int,
+    silence_ms: float | None = None,
+) -> bool:
+    """The verdict after `silence_ms` of silence (default: at the pause itself)."""
+    after = complete_after_ms(probability, pause, config, pause_ms)
+    return after is not None and (pause_ms if silence_ms is None else silence_ms) >= after

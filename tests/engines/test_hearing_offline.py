@@ -7,6 +7,8 @@ no test depends on the exact words: the voices are not bit-exact between runs.
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 
@@ -54,19 +56,24 @@ def ended(heard: list[HeardUtterance]) -> list[HeardUtterance]:
 def test_complete_questions_end_at_the_short_pause(
     asr: StreamingASR, turn_model: TurnModel
 ) -> None:
-    delays = []
+    """Complete questions end by the model, most at the short pause, the others once the
+    silence has made up for the confidence the numbers lacked, never at the long limit
+    for want of a few hundredths (the fixed 0.85 left 3-5 of these 12 waiting 1.5 s,
+    depending on the machine)."""
+    config = TurnConfig()
+    delays, limits = [], 0
     for question in COMPLETE_QUESTIONS[:12]:
         audio, voice_end = spoken(question)
         (utterance,) = ended(listen(audio, asr, turn_model=turn_model))
         if utterance.reason == "complete":
             delays.append(utterance.ended_at - voice_end)
-        else:  # the model or the words were unsure: the long limit
+        else:  # the words did not read finished: the long limit
             assert utterance.reason == "silence"
             assert utterance.ended_at - utterance.voice_end == pytest.approx(1.5, abs=0.03)
-    # measured 200-275 ms after the voice (pause 200 ms), ended by the model: 17 of 20 on one
-    # 2-core VM, 15 of 20 (9 of these 12) on another with AVX-512, where piper's voice and
-    # Whisper's confidence in the final mark come out slightly different
-    assert len(delays) >= 7 and max(delays) < 0.35, delays
+            limits += 1
+    longest = (VadConfig().pause_ms + config.patience_ms) / 1000 + 0.04
+    assert limits <= 1 and max(delays) <= longest, (limits, delays)
+    assert statistics.median(delays) < 0.35, delays  # measured 0.20-0.22 s
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 from engines.asr.base import PauseText
 from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
-from engines.turn.policy import is_complete, needs_text, reads_finished
+from engines.turn.policy import complete_after_ms, is_complete, reads_finished
 from engines.turn.smart_turn import SmartTurnModel
 from testkit.pauses import COMPLETE_QUESTIONS
 from testkit.speech import Engine, synth, voiced_bounds
@@ -134,25 +134,47 @@ def test_reads_finished(text: str, finished: bool) -> None:
     assert reads_finished(text) is finished
 
 
-def test_verdict_needs_both_signals_unless_the_text_check_is_off() -> None:
+def test_verdict_at_the_pause_needs_both_signals_unless_the_text_check_is_off() -> None:
     on, off = TurnConfig(), TurnConfig(text_check=False)
     station = PauseText("Where is the station?", 0.95)
-    assert not needs_text(0.3, on) and not is_complete(0.3, None, on)
-    assert needs_text(0.9, on) and not is_complete(0.9, None, on)
-    assert is_complete(0.9, station, on)
-    assert not is_complete(0.9, PauseText("Where is the", 0.0), on)
+    assert not is_complete(0.3, station, on, 200)
+    assert not is_complete(0.9, None, on, 200)
+    assert is_complete(0.9, station, on, 200)
+    assert not is_complete(0.9, PauseText("Where is the", 0.0), on, 200)
     # Whisper completed a cut-off sentence itself, and was unsure of its full stop
-    assert not is_complete(0.9, PauseText("I need it.", 0.56), on)
-    assert is_complete(0.9, PauseText("I need it.", None), on)  # an engine without the score
-    assert not is_complete(0.9, PauseText("", None), on)
-    assert not needs_text(0.9, off) and is_complete(0.9, None, off)
-    assert not is_complete(0.4, station, off)
+    assert not is_complete(0.9, PauseText("I need it.", 0.56), on, 200)
+    assert is_complete(0.9, PauseText("I need it.", None), on, 200)  # no score from the engine
+    assert not is_complete(0.9, PauseText("", None), on, 200)
+    assert is_complete(0.9, None, off, 200)
+    assert not is_complete(0.4, station, off, 200)
+
+
+def test_the_confidence_needed_falls_with_the_silence() -> None:
+    """Pins the cliff of the old rule: a final mark at 0.84 instead of 0.86 (another
+    machine's numerics, another voice) made the turn wait 1.5 s instead of 0.2 s."""
+    config = TurnConfig(patience_ms=600)
+    sure, unsure = PauseText("I need it.", 0.86), PauseText("I need it.", 0.84)
+    assert complete_after_ms(0.9, sure, config, 200) == 200
+    after = complete_after_ms(0.9, unsure, config, 200)
+    assert after is not None and 200 < after < 220  # a few ms later, not the long limit
+    # the less sure, the longer the wait; at most the patience after the pause
+    times = [complete_after_ms(0.9, PauseText("I need it.", p), config, 200)
+             for p in (0.8, 0.5, 0.2, 0.0)]
+    assert times == sorted(times) and times[-1] == 800  # type: ignore[type-var]
+    low_turn = complete_after_ms(0.1, sure, config, 200)
+    assert low_turn is not None and 600 < low_turn <= 800
+    assert is_complete(0.9, unsure, config, 200, silence_ms=after)
+    assert not is_complete(0.9, unsure, config, 200, silence_ms=after - 1)
+    # what does not read finished never ends the turn early, however long the silence
+    assert complete_after_ms(0.99, PauseText("I'd like to", 0.99), config, 200) is None
+    # patience 0: the strict rule, the long limit for the rest
+    assert complete_after_ms(0.9, unsure, TurnConfig(patience_ms=0), 200) is None
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [{"model": "smart-turn-v9"}, {"threshold": 1.0}, {"max_silence_ms": 50}, {"threads": 0},
-     {"sentence_end_threshold": 1.0}],
+     {"sentence_end_threshold": 1.0}, {"patience_ms": -1}],
 )
 def test_config_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidTurnConfigError):

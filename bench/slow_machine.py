@@ -1,0 +1,57 @@
+"""Run the server as on a slower machine than this one: the emulated slow machine.
+
+Users' machines often lack AVX-512 and have fewer cores to spare than the VMs the defaults
+were tuned on (issue 23: a 2-core AVX2-only EPYC answered in 3.8 s). The emulation:
+- llama.cpp built without AVX-512 (AVX2, FMA, F16C on), by `make slow-llama` into
+  `.venv-avx2/site-packages`, put first on the server's `PYTHONPATH`;
+- CTranslate2 (Whisper) told to use its AVX2 kernels (`CT2_FORCE_CPU_ISA=AVX2`);
+- the server process held to `cores` of the CPU by a cgroup v1 quota
+  (`/sys/fs/cgroup/cpu/<group>/cpu.cfs_quota_us`; root), which it joins before Python starts,
+  so its calibration sees the quota too.
+onnxruntime (piper, Smart Turn, silero, the face) picks its kernels itself: it keeps AVX-512.
+The benchmark's own client runs outside the quota, as a user's browser would.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+AVX2_LLAMA = REPO / ".venv-avx2" / "site-packages"
+CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
+PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class SlowMachine:
+    cores: float = 1.0  # the CPU quota, in cores (1.0 of this 2-core machine = half)
+    group: str = "rtc-avatar-slow"
+
+    def label(self) -> str:
+        return (f"emulated slow machine: llama.cpp without AVX-512 (AVX2/FMA), CTranslate2 "
+                f"AVX2, the server held to {self.cores:g} of {os.cpu_count()} cores "
+                "(cgroup v1 quota)")
+
+    def prepare(self) -> None:
+        """Check the AVX2 build and set up the cgroup (clear errors when either is missing)."""
+        if not (AVX2_LLAMA / "llama_cpp").is_dir():
+            raise SystemExit(f"no AVX2-only llama.cpp in {AVX2_LLAMA}: run `make slow-llama`")
+        if not (CGROUP_V1 / "cpu.cfs_quota_us").is_file():
+            raise SystemExit(f"{CGROUP_V1} is not a cgroup v1 cpu hierarchy: cannot hold the "
+                             "server to a CPU quota here")
+        group = CGROUP_V1 / self.group
+        group.mkdir(exist_ok=True)
+        (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(int(self.cores * PERIOD_US)))
+
+    def env(self) -> dict[str, str]:
+        path = os.environ.get("PYTHONPATH", "")
+        return {**os.environ, "PYTHONPATH": f"{AVX2_LLAMA}{os.pathsep}{path}" if path else
+                str(AVX2_LLAMA), "CT2_FORCE_CPU_ISA": "AVX2"}
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv` run inside the cgroup (the shell joins it, then becomes the program)."""
+        procs = CGROUP_V1 / self.group / "cgroup.procs"
+        return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *argv]

@@ -1,0 +1,279 @@
+"""The profile: which models and settings fit this machine's latency budget.
+
+`fit(config)` is consulted once, by the composition root (`engine_set.load_engines`). In
+`[profile] mode = "auto"` it calibrates the candidates (`rtc_server/calibration.py`) and picks
+the first pair, largest LLM first (the answers' quality rides on it), then the larger ASR
+model (English: Whisper base, else tiny.en), such that
+- the ASR's decode of a 2 s question, beside the video, fits `pause_decode_ms`: that decode is
+  what the end of a turn waits for;
+- the LLM decodes fast enough that an answer never runs dry: its tokens per second, with the
+  cores the video and the TTS leave it while the voice speaks, at least `margin` times the
+  voice's speaking rate in tokens;
+- the voice starts within `first_audio_ms` of the endpoint (the pause decode, the prefill of
+  the question's last words, the first chunk's tokens and its synthesis).
+If none does, the fastest pair, and the log says so and what to do (the shared LLM server, a
+GPU). Also:
+- thread counts from the usable cores (affinity and cgroup quota).
+`quality` (the largest models) and `fast` (the smallest) skip the choice, explicit keys
+(`[llm] model`, `[asr] model`, thread counts, `first_token_deadline_s`) override it, and every
+mode but `fixed` still measures what it runs, for the timing constants below. `fixed` measures
+nothing and keeps the built-in defaults (tests, reproducible A/B runs).
+
+The result is a plain value, `Fit`: the chosen settings (applied to the engines' configs by
+`Fit.apply`) and the rates the conversation paces itself by (`Pace`), handed down to the
+agent. One log line says which profile was chosen and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from engines.llm.model_files import BUNDLED
+from rtc_server.calibration import Calibration, calibrate
+from rtc_server.config import Config
+
+logger = logging.getLogger(__name__)
+# Bundled candidates, largest (best answers) first.
+LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+ASR_MODELS = ("base", "tiny.en")  # tiny.en: English only
+# Tokens a turn still has to prefill after the endpoint: the warm while the user talks reads
+# most of the question (7-13 tokens left, bench/RESULTS.md voice_to_voice), and a first
+# speakable chunk is ~4 tokens (`first_chunk_max_chars` 12 at ~4.4 characters a token).
+PREFILL_TOKENS = 12
+FIRST_CHUNK_TOKENS = 4
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What the conversation paces itself by, measured here (or the built-in defaults)."""
+
+    speaking_chars_per_s: float  # the voice's speaking rate
+    tts_s_per_char: float  # synthesis time per character, live (beside the LLM and video)
+    tts_first_chunk_s: float  # synthesis of a first chunk, live
+    decode_chars_per_s: float | None  # the LLM's decode while the voice speaks; None: unknown
+    first_token_deadline_s: float  # the holding phrase after this without a first token
+    # Hold a sentence's start until its words carry the voice (rtc_server/pacing.py); off
+    # without a calibration, so chunks do not depend on how fast a thread ran
+    hold_sentences: bool = True
+
+
+# Without a calibration (`fixed`): what the defaults were tuned with on 2 fast cores (piper's
+# joe voice speaks ~15 characters a second and takes ~4-6 ms a character to synthesize).
+FIXED_PACE = Pace(speaking_chars_per_s=15.0, tts_s_per_char=0.006, tts_first_chunk_s=0.12,
+                  decode_chars_per_s=None, first_token_deadline_s=2.0,
+                  hold_sentences=False)
+
+
+@dataclass(frozen=True)
+class Fit:
+    mode: str
+    llm_model: str | None  # None: as configured (the engine's default)
+    asr_model: str | None
+    llm_threads: tuple[int, int, int] | None  # decode, prompt, burst; None: as configured
+    pace: Pace
+    reasons: tuple[str, ...]
+    calibration: Calibration | None = None
+
+    def apply(self, config: Config) -> Config:
+        """`config` with the chosen settings in the engines' sections (explicit keys kept)."""
+        llm, asr = config.llm, config.asr
+        if self.llm_model is not None and llm.model is None:
+            llm = dataclasses.replace(llm, model=self.llm_model)
+        if self.llm_threads is not None:
+            decode, prompt, burst = self.llm_threads
+            llm = dataclasses.replace(
+                llm, threads=llm.threads if llm.threads is not None else decode,
+                batch_threads=llm.batch_threads if llm.batch_threads is not None else prompt,
+                burst_tokens=llm.burst_tokens if llm.burst_tokens is not None else burst,
+            )
+        if llm.first_token_deadline_s is None:
+            llm = dataclasses.replace(llm,
+                                      first_token_deadline_s=self.pace.first_token_deadline_s)
+        if self.asr_model is not None and asr.model is None:
+            asr = dataclasses.replace(asr, model=self.asr_model)
+        return dataclasses.replace(config, llm=llm, asr=asr)
+
+    def describe(self) -> str:
+        return f"profile {self.mode}: " + "; ".join(self.reasons)
+
+
+def fit(config: Config, *, fresh: bool = False) -> Fit:
+    """The profile for `config` on this machine (module docstring); logs its reasons."""
+    mode = config.profile.mode
+    if mode == "fixed" or config.server.mode != "agent":
+        return Fit("fixed", None, None, None, FIXED_PACE, ("as configured, nothing measured",))
+    llm_models = _llm_candidates(config)
+    asr_models = _asr_candidates(config)
+    threads = _threads(config)
+    calibration = calibrate(config, llm_models, asr_models, llm_threads=threads[:2],
+                            fresh=fresh)
+    chosen = _Chooser(config, calibration, threads)
+    llm, asr = chosen.choose(llm_models, asr_models)
+    result = Fit(mode, llm, asr, threads, chosen.pace(llm, asr), tuple(chosen.reasons),
+                 calibration)
+    logger.info("%s", result.describe())
+    return result
+
+
+def _installed(model: str) -> bool:
+    try:
+        BUNDLED[model].part_paths()
+    except Exception:  # noqa: BLE001 - a missing extra: not a candidate
+        return False
+    return True
+
+
+def _llm_candidates(config: Config) -> tuple[str, ...]:
+    if config.llm.engine != "llama-cpp":
+        return ()
+    if config.llm.model is not None:
+        return (config.llm.model,)
+    installed = tuple(m for m in LLM_MODELS if _installed(m))
+    if not installed:
+        return ("qwen2.5-coder-1.5b",)  # its load names the missing extra
+    if config.profile.mode == "quality":
+        return installed[:1]
+    if config.profile.mode == "fast":
+        return installed[-1:]
+    return installed
+
+
+def _asr_candidates(config: Config) -> tuple[str, ...]:
+    asr = config.asr
+    if asr.engine != "faster-whisper":
+        return ()
+    if asr.model is not None:
+        return (asr.model,)
+    models = ASR_MODELS if asr.language == "en" else ASR_MODELS[:1]
+    if config.profile.mode == "quality":
+        return models[:1]
+    if config.profile.mode == "fast":
+        return models[-1:]
+    return models
+
+
+def _threads(config: Config) -> tuple[int, int, int]:
+    """LLM threads from the usable cores: decoding on one thread up to 3 cores (beside the
+    video and the TTS two collapsed on 2 cores, bench/RESULTS.md), half of them beyond (at
+    most 8: the small models stop scaling there); the prompt's short burst on all of them;
+    the first tokens on the prompt's threads when those are more (`burst_tokens`)."""
+    from rtc_server.machine import usable_cores
+
+    cores = max(1, int(usable_cores()))
+    llm = config.llm
+    decode = llm.threads if llm.threads is not None else (1 if cores < 4 else min(8, cores // 2))
+    prompt = llm.batch_threads if llm.batch_threads is not None else cores
+    burst = llm.burst_tokens if llm.burst_tokens is not None else (
+        FIRST_CHUNK_TOKENS if prompt > decode else 0)
+    return decode, prompt, burst
+
+
+class _Chooser:
+    """The budget arithmetic of one `fit`, with its reasons for the log."""
+
+    def __init__(self, config: Config, calibration: Calibration,
+                 threads: tuple[int, int, int]) -> None:
+        self._config = config.profile
+        self._cal = calibration
+        self._threads = threads
+        cores = calibration.machine.cores
+        video = calibration.video
+        self._video_cores = (video.render_s + video.encode_s) * config.media.fps
+        tts = calibration.tts
+        self._tts_cores = tts.s_per_char * tts.chars_per_s  # synthesis at the speaking rate
+        self._cores = cores
+        self._free = max(cores - self._video_cores, 0.05)  # beside the video
+        self._free_speaking = max(self._free - self._tts_cores, 0.05)  # ... and the voice
+        self.reasons = [f"{calibration.machine.describe()}, video {self._video_cores:.2f} "
+                        f"cores, voice {self._tts_cores:.2f} cores"]
+
+    def _slowdown(self, threads: int, free: float) -> float:
+        return max(1.0, threads / free)
+
+    def _asr_took(self, model: str | None) -> float:
+        if model is None:
+            return 0.0
+        return self._cal.asr_rate(model).decode_s * self._slowdown(1, self._free)
+
+    def _needed_tok_s(self, model: str) -> float:
+        rate = self._cal.llm_rate(model)
+        return self._cal.tts.chars_per_s / rate.chars_per_token * self._config.margin
+
+    def _live_decode(self, model: str) -> float:
+        rate = self._cal.llm_rate(model)
+        return rate.decode_tok_s / self._slowdown(self._threads[0], self._free_speaking)
+
+    def _first_audio_s(self, model: str | None, asr: str | None) -> float:
+        """The endpoint to the first audio: pause decode, prefill, first chunk, its voice."""
+        took = self._asr_took(asr) + self._cal.tts.first_chunk_s * self._slowdown(1, self._free)
+        if model is None:
+            return took
+        rate = self._cal.llm_rate(model)
+        prefill = PREFILL_TOKENS / rate.prompt_tok_s * self._slowdown(self._threads[1],
+                                                                      self._free)
+        first = FIRST_CHUNK_TOKENS / rate.decode_tok_s * self._slowdown(self._threads[0],
+                                                                        self._free)
+        return took + prefill + first
+
+    def choose(
+        self, llms: tuple[str, ...], asrs: tuple[str, ...]
+    ) -> tuple[str | None, str | None]:
+        """The largest LLM whose decode outruns the voice (dead air is the one thing a
+        conversation cannot hide, and the answers' quality rides on the LLM's size); then the
+        larger ASR model whose pause decode fits its budget and, with that LLM, the first
+        audio its own; else the smaller. What misses a budget is said, with what to do."""
+        pause_budget = self._config.pause_decode_ms / 1000
+        budget = self._config.first_audio_ms / 1000
+        model = next((m for m in llms if self._live_decode(m) >= self._needed_tok_s(m)),
+                     max(llms, key=self._live_decode, default=None))
+        options: tuple[str | None, ...] = asrs or (None,)
+        asr = next((a for a in options if self._asr_took(a) <= pause_budget
+                    and self._first_audio_s(model, a) <= budget), options[-1])
+        advice = ("use the shared LLM server ([llm] engine = \"openai\") or a GPU (README, "
+                  "Hardware and latency)")
+        problems = []
+        if model is not None and self._live_decode(model) < self._needed_tok_s(model):
+            problems.append(f"{model} decodes slower than the voice speaks: expect pauses "
+                            "between sentences")
+        elif model is not None and llms and model != llms[0]:
+            problems.append(f"{llms[0]} decodes ~{self._live_decode(llms[0]):.1f} tok/s "
+                            f"while speaking, under the {self._needed_tok_s(llms[0]):.1f} "
+                            f"needed: {model} instead, which answers less reliably "
+                            "(bench/RESULTS.md, answers)")
+        if self._first_audio_s(model, asr) > budget:
+            problems.append("the first audio misses its budget: expect slower answers")
+        if problems:
+            self.reasons.append(self._said(model, asr, "; ".join(problems) + f"; {advice}"))
+            logger.warning("this machine is short of the latency budget: %s", self.reasons[-1])
+        else:
+            self.reasons.append(self._said(model, asr, "fits"))
+        return model, asr
+
+    def _said(self, model: str | None, asr: str | None, verdict: str) -> str:
+        parts = [f"{verdict}: llm {model or 'as configured'}, asr {asr or 'as configured'}"]
+        if model is not None:
+            parts.append(f"decodes ~{self._live_decode(model):.1f} tok/s while speaking "
+                         f"(needs {self._needed_tok_s(model):.1f})")
+        if asr is not None:
+            parts.append(f"pause decode ~{self._asr_took(asr) * 1000:.0f} ms "
+                         f"(budget {self._config.pause_decode_ms})")
+        parts.append(f"first audio ~{self._first_audio_s(model, asr) * 1000:.0f} ms after "
+                     f"the endpoint (budget {self._config.first_audio_ms})")
+        return ", ".join(parts)
+
+    def pace(self, llm: str | None, asr: str | None) -> Pace:
+        tts = self._cal.tts
+        tts_slow = self._slowdown(1, self._free_speaking)
+        decode = None
+        deadline = FIXED_PACE.first_token_deadline_s
+        if llm is not None:
+            rate = self._cal.llm_rate(llm)
+            decode = self._live_decode(llm) * rate.chars_per_token
+            expected = self._first_audio_s(llm, asr) - self._first_audio_s(None, asr)
+            deadline = max(1.5, 3.0 * expected)
+        return Pace(speaking_chars_per_s=tts.chars_per_s,
+                    tts_s_per_char=tts.s_per_char * tts_slow,
+                    tts_first_chunk_s=tts.first_chunk_s * tts_slow,
+                    decode_chars_per_s=decode, first_token_deadline_s=deadline)
