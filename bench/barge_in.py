@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.server_process import agent_toml, running_server  # noqa: E402
-from bench.slow_machine import SlowMachine  # noqa: E402
+from bench.slow_machine import SlowMachine, add_options, modes  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
@@ -276,19 +276,10 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--port", type=int, default=8766)
-    parser.add_argument("--profile", choices=("auto", "quality", "fast", "fixed"),
-                        help="profile.mode (default: the server's, auto)")
-    parser.add_argument("--modes", default="as-is",
-                        help="as-is, slow (the emulated slow machine, bench/slow_machine.py) or "
-                        "as-is,slow: each run in turn")
-    parser.add_argument("--slow-cores", type=float, default=1.0,
-                        help="slow mode: the server's CPU quota in cores (default 1 = half)")
+    add_options(parser)
     args = parser.parse_args()
     setup_logging("INFO")
-    for mode in args.modes.split(","):
-        if mode not in ("as-is", "slow"):
-            parser.error(f"--modes: unknown mode {mode!r}")
-        slow = SlowMachine(args.slow_cores) if mode == "slow" else None
+    for _, slow in modes(parser, args):
         label = slow.label() if slow is not None else "as is"
         trials = asyncio.run(run(args, slow))
         print(report(trials, args, label))

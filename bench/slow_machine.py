@@ -14,6 +14,7 @@ The benchmark's own client runs outside the quota, as a user's browser would.
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,3 +56,25 @@ class SlowMachine:
         """`argv` run inside the cgroup (the shell joins it, then becomes the program)."""
         procs = CGROUP_V1 / self.group / "cgroup.procs"
         return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *argv]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """`--profile`, `--modes` and `--slow-cores`, as every server benchmark takes them."""
+    parser.add_argument("--profile", choices=("auto", "quality", "fast", "fixed"),
+                        help="profile.mode (default: the server's, auto)")
+    parser.add_argument("--modes", default="as-is",
+                        help="as-is, slow (the emulated slow machine, bench/slow_machine.py) or "
+                        "as-is,slow: each run in turn, reported side by side")
+    parser.add_argument("--slow-cores", type=float, default=1.0,
+                        help="slow mode: the server's CPU quota in cores (default 1 = half)")
+
+
+def modes(parser: argparse.ArgumentParser, args: argparse.Namespace
+          ) -> list[tuple[str, SlowMachine | None]]:
+    """The runs `--modes` asks for: (name, the slow machine or None for this one)."""
+    out: list[tuple[str, SlowMachine | None]] = []
+    for mode in args.modes.split(","):
+        if mode not in ("as-is", "slow"):
+            parser.error(f"--modes: unknown mode {mode!r}")
+        out.append((mode, SlowMachine(args.slow_cores) if mode == "slow" else None))
+    return out

@@ -43,7 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.server_process import Table, agent_toml, running_server  # noqa: E402
-from bench.slow_machine import SlowMachine  # noqa: E402
+from bench.slow_machine import SlowMachine, add_options, modes  # noqa: E402
 from bench.stats import pct, publish  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.turn.config import TurnConfig  # noqa: E402
@@ -284,13 +284,7 @@ def main() -> int:
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
-    parser.add_argument("--profile", choices=("auto", "quality", "fast", "fixed"),
-                        help="profile.mode (default: the server's, auto)")
-    parser.add_argument("--modes", default="as-is",
-                        help="as-is, slow (the emulated slow machine, bench/slow_machine.py) or "
-                        "as-is,slow: each run in turn, the tables side by side")
-    parser.add_argument("--slow-cores", type=float, default=1.0,
-                        help="slow mode: the server's CPU quota in cores (default 1 = half)")
+    add_options(parser)
     args = parser.parse_args()
     args.max_silence_ms = TurnConfig().max_silence_ms
     setup_logging("INFO")
@@ -316,10 +310,7 @@ def main() -> int:
     asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
     asr = {key: value for key, value in asr_options.items() if value is not None}
     runs: dict[str, list[Result]] = {}
-    for mode in args.modes.split(","):
-        if mode not in ("as-is", "slow"):
-            parser.error(f"--modes: unknown mode {mode!r}")
-        slow = SlowMachine(args.slow_cores) if mode == "slow" else None
+    for mode, slow in modes(parser, args):
         if slow is not None:
             logging.getLogger("bench").info("%s", slow.label())
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
