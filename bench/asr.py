@@ -259,13 +259,15 @@ def main() -> None:
     parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
     parser.add_argument("--decode-ahead-ms", type=int, default=VadConfig.decode_ahead_ms,
                         help="vad.decode_ahead_ms (0 = the pause decode at the pause)")
+    parser.add_argument("--patience-ms", type=int, default=TurnConfig.patience_ms,
+                        help="turn.patience_ms (0 = the old cliff at the thresholds)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
     parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
     args = parser.parse_args()
 
     asr = create_asr(AsrConfig(model=args.model))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
-                      check_ahead=args.check_ahead == "on")
+                      check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms)
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
@@ -275,7 +277,8 @@ def main() -> None:
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
           f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
-          f"{args.text_check}, asked ahead {args.check_ahead}), pause {args.pause_ms} ms "
+          f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "
+          f"ms), pause {args.pause_ms} ms "
           f"(decoded from {args.decode_ahead_ms} ms), "
           f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")

@@ -34,6 +34,7 @@ from engines.turn.base import TurnModel
 from rtc_server import face_batch
 from rtc_server.config import Config
 from rtc_server.face_batch import FaceBatcher
+from rtc_server.machine import usable_cores
 from rtc_server.profile import FIXED_PACE, Fit
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ logger = logging.getLogger(__name__)
 @dataclass
 class Pools:
     """The listening pools run at the process's priority, the speaking and video pools
-    below it (common/cpu_priority.py): on a short CPU the microphone's path goes first."""
+    below it (common/cpu_priority.py): on a short CPU the microphone's path goes first. On
+    one usable core (`sized`) the pools that run side by side take one thread each: two
+    threads there only burn a CPU quota twice as fast and then wait together."""
 
     asr: ThreadPoolExecutor = field(default_factory=lambda: _pool("asr", 2))
     # Smart Turn calls (~26 ms each) must not queue behind a Whisper decode on the ASR pool.
@@ -52,6 +55,15 @@ class Pools:
     features: ThreadPoolExecutor = field(
         default_factory=lambda: _pool("features", 2, SPEAKING))
     render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2, VIDEO))
+
+    @classmethod
+    def sized(cls, cores: float) -> Pools:
+        side_by_side = 2 if cores >= 2 else 1
+        return cls(
+            asr=_pool("asr", side_by_side),
+            features=_pool("features", side_by_side, SPEAKING),
+            render=_pool("render", side_by_side, VIDEO),
+        )
 
     def shutdown(self) -> None:
         for pool in (self.asr, self.turn, self.tts, self.face, self.features, self.render):
@@ -131,6 +143,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn, fit=fitted,
+        pools=Pools.sized(usable_cores()),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
     return engines

@@ -235,6 +235,8 @@ class LlamaCppLLM:
                 break
             reuse += 1
         self.last_prefill_tokens = len(ids) - reuse
+        logger.debug("prefill %d of %d tokens (%d read ahead so far)", self.last_prefill_tokens,
+                     len(ids), self.warmed_tokens)
         decode_threads, prompt_threads = self._threads
         burst = self.burst_tokens if prompt_threads > decode_threads else 0
         if burst:

@@ -20,10 +20,11 @@ class TurnConfig:
     threshold: float = 0.5  # complete at the pause when the model's probability is above this
     text_check: bool = True  # ... and the pause's transcript ends a sentence (policy.py) ...
     sentence_end_threshold: float = 0.85  # ... with at least this ASR probability for its . ? !
-    # Below those, the confidence needed falls linearly with the silence, to none this much
-    # after the pause (a finished-looking sentence ends by then); 0 = it never falls (the
-    # turn then waits for max_silence_ms)
-    patience_ms: int = 600
+    # Short of those, the silence makes up for the confidence: a final mark
+    # `sentence_end_span` below its threshold (or Smart Turn at 0) asks for this much more
+    # silence, less short proportionally less; 0 = it never does (max_silence_ms ends it)
+    patience_ms: int = 1000
+    sentence_end_span: float = 0.25
     check_ahead: bool = True  # ask the model with the early pause decode ([vad] decode_ahead_ms)
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
@@ -35,6 +36,8 @@ class TurnConfig:
             raise InvalidTurnConfigError("threshold in (0, 1), sentence_end_threshold in [0, 1)")
         if not 0 <= self.patience_ms <= 10_000:
             raise InvalidTurnConfigError("patience_ms must be within 0..10000")
+        if not 0.0 < self.sentence_end_span <= 1.0:
+            raise InvalidTurnConfigError("sentence_end_span must be within (0, 1]")
         if not 100 <= self.max_silence_ms <= 10_000:
             raise InvalidTurnConfigError("max_silence_ms must be within 100..10000")
         if self.threads < 1:

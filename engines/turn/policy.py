@@ -8,13 +8,18 @@ mark. A transcript that does not read like a finished sentence (`reads_finished`
 . ? or ! on a word that can end one) never ends the turn early (with `config.text_check`).
 
 Graded, not a cliff: at the pause (`pause_ms` of silence) a confident turn ends at once (Smart
-Turn above `threshold`, the final mark's probability at least `sentence_end_threshold`); below
-them the confidence needed falls linearly with the silence, to none `patience_ms` later, so a
-finished-looking sentence ends by `pause_ms + patience_ms` whatever the numbers. Why: with a
-fixed 0.85 on the final mark a confidence that one machine, voice or noise puts at 0.84
-instead of 0.86 cost 1.3 s (the turn waited for `max_silence_ms`): 15 of 24 turns on a
-2-core AVX2 VM, 33 of 80 offline here (bench/RESULTS.md, section turn). Graded, 0.84 costs a
-few ms. The silence itself is evidence: mid-sentence hesitations are mostly short.
+Turn above `threshold`, the final mark's probability at least `sentence_end_threshold`).
+Short of them, the silence makes up for the confidence: a final mark `sentence_end_span` below
+the threshold (or Smart Turn at 0) asks for `patience_ms` more silence, less short of it
+proportionally less, so a finished-looking sentence ends by `pause_ms + patience_ms` whatever
+the numbers. Why: with a fixed 0.85 on the final mark a confidence that one machine, voice or
+noise puts at 0.84 instead of 0.86 cost 1.3 s (the turn waited for `max_silence_ms`): 15 of
+24 turns on a 2-core AVX2 VM, 39 of 80 offline here. Graded, 0.84 costs 40 ms. Why not
+softer: Whisper also writes confident-looking full stops after cut-off prefixes ("I need
+it.", 0.28-0.91, median 0.6, against a median of 0.9 after complete questions); a slope over
+the whole range (0.85 to 0) cut 22 of 80 mid-sentence pauses of 0.5-0.9 s, this span 6/80,
+with 3/80 complete questions left at the limit instead of 39 (bench/RESULTS.md, section
+turn).
 
 Why the text check (bench/RESULTS.md, section turn; 20 questions with a 0.5-0.9 s pause in
 mid-sentence, two voices, clean and at 15 dB SNR): on this project's generated speech Smart
@@ -60,11 +65,12 @@ def reads_finished(text: str) -> bool:
     return not (words and body[-1].isascii() and words[-1].lower() in _UNFINISHED_EN)
 
 
-def _shortfall(value: float | None, needed: float) -> float:
-    """How far `value` falls short of `needed`, as a fraction of it (0 = enough)."""
-    if value is None or needed <= 0.0:
+def _shortfall(value: float | None, needed: float, span: float) -> float:
+    """How far `value` falls short of `needed`, as a fraction of `span` (0 = enough, 1 = the
+    whole span or more)."""
+    if value is None or span <= 0.0:
         return 0.0
-    return max(0.0, 1.0 - value / needed)
+    return min(1.0, max(0.0, (needed - value) / span))
 
 
 def complete_after_ms(
@@ -82,10 +88,11 @@ def complete_after_ms(
         end = None
     # Smart Turn's probability must be above the threshold, so its shortfall is never 0
     # at or below it: the strict rule's boundary stays where it was at the pause.
-    turn = _shortfall(probability, config.threshold)
+    turn = _shortfall(probability, config.threshold, config.threshold)
     if probability <= config.threshold:
         turn = max(turn, 1e-6)
-    shortfall = max(turn, _shortfall(end, config.sentence_end_threshold))
+    end_shortfall = _shortfall(end, config.sentence_end_threshold, config.sentence_end_span)
+    shortfall = max(turn, end_shortfall)
     if shortfall == 0.0:
         return float(pause_ms)
     if config.patience_ms == 0:
