@@ -360,9 +360,9 @@ class AgentBehaviour:
                 for chunk in gate.push(chunks.push(delta)):
                     turn.mark("first_chunk", clock.time())
                     yield chunk
-                if runway_s and turn.runs_dry_within(
-                    runway_s + chunks.pending_size * pace.tts_s_per_char
-                ):
+                # The voice's preparation per character: measured, or as this answer showed it.
+                per_char = max(pace.tts_s_per_char, turn.prepare_s_per_char or 0.0)
+                if runway_s and turn.runs_dry_within(runway_s + chunks.pending_size * per_char):
                     for chunk in gate.runway():
                         turn.mark("first_chunk", clock.time())
                         yield chunk

@@ -41,6 +41,8 @@ STAGES = (
 )
 _FULLY_PLAYED_SLACK_S = 0.06
 _PREPARED_AHEAD = 2  # chunks prepared while one plays
+# A chunk this long tells the voice's time per character (a shorter one, its set-up).
+_RATE_MIN_CHARS = 30
 
 
 class TurnHost(Protocol):
@@ -103,6 +105,9 @@ class Turn:
     announced: bool = False  # the early timings went out when the voice started
     barge_in_ms: float | None = None  # user speech onset -> agent audio cleared
     stall_ms: float = 0.0  # the voice ran dry between chunks: the next one was not ready
+    # The slowest preparation (TTS and face) per character seen in this answer, live, beside
+    # whatever else the machine does (None before a chunk long enough to tell).
+    prepare_s_per_char: float | None = None
 
     def __post_init__(self) -> None:
         self.phase = "waiting" if self.speculative else "thinking"
@@ -261,10 +266,14 @@ class Turn:
         try:
             async for text in chunks:
                 self._preparing += 1
+                began = clock.time()
                 voiced = await self.voice.prepare(
                     text, self._smoother,
                     on_audio=lambda: self.mark("tts_first_audio", clock.time()),
                 )
+                if len(text.strip()) >= _RATE_MIN_CHARS:
+                    took = (clock.time() - began) / len(text.strip())
+                    self.prepare_s_per_char = max(self.prepare_s_per_char or 0.0, took)
                 if voiced is None:
                     self._preparing -= 1
                 else:
