@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,12 @@ from engines.text.chunker import SENTENCE_ENDS
 
 logger = logging.getLogger(__name__)
 _MARK = "\ue000"  # a private-use character: where the user's words end in a formatted prompt
-_WARM_STEP = 4  # tokens per evaluation while warming (one thread): how soon a generation gets it
+# A warm evaluates a few tokens at a time (one thread), and a generation that arrives waits
+# for the step under way: steps are sized to take about this long on this machine (up to 4
+# tokens; on a 2-core AVX2 emulation a 4-token step took ~120 ms and held up 3 of 9 answers'
+# first token by 120-170 ms).
+_WARM_STEP_S = 0.06
+_WARM_STEP_MAX = 4
 
 
 class LlamaCppLLM:
@@ -106,6 +112,7 @@ class LlamaCppLLM:
         self.last_prefill_tokens = 0  # prompt tokens the last call evaluated (reuse check)
         self.generated_tokens = 0  # all tokens generated so far (cancellation checks)
         self.warmed_tokens = 0  # prompt tokens evaluated ahead by `warm`
+        self._warm_token_s = _WARM_STEP_S / 2  # a warm's time per token here (measured as it goes)
         with load_step(logger, "LLM warm-up (persona and facts into the KV cache)"):
             self._thread.call(self.warm_up)
 
@@ -208,10 +215,16 @@ class LlamaCppLLM:
         # decode of their words, which the turn waits for; two threads each would fight.
         self._set_threads(decode_threads, 1)
         try:
-            for start in range(reuse, len(ids), _WARM_STEP):
+            start = reuse
+            while start < len(ids):
                 if stop.is_set():
                     return
-                self._llm.eval(ids[start : start + _WARM_STEP])
+                step = max(1, min(_WARM_STEP_MAX, int(_WARM_STEP_S / self._warm_token_s)))
+                began = time.perf_counter()
+                self._llm.eval(ids[start : start + step])
+                took = (time.perf_counter() - began) / len(ids[start : start + step])
+                self._warm_token_s = 0.5 * self._warm_token_s + 0.5 * took
+                start += step
         finally:
             self._set_threads(decode_threads, prompt_threads)
         self.warmed_tokens += len(ids) - reuse
