@@ -231,7 +231,7 @@ async def run(args: argparse.Namespace, slow: SlowMachine | None) -> list[Trial]
     return trials
 
 
-def report(trials: list[Trial], args: argparse.Namespace, mode: str) -> str:
+def report(trials: list[Trial], args: argparse.Namespace, mode: str, label: str) -> str:
     real = [t for t in trials if t.kind == "question"]
     valid = [t for t in real if t.was_speaking]
     stops = [t.stop_ms for t in valid if t.stop_ms == t.stop_ms]
@@ -240,7 +240,7 @@ def report(trials: list[Trial], args: argparse.Namespace, mode: str) -> str:
     by_voice = {v: [t.wer for t in real if t.voice == v and t.wer == t.wer]
                 for v in dict.fromkeys(t.voice for t in real)}
     lines = [
-        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {mode}, "
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {label}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/barge_in.py "
         f"--trials {args.trials} --modes {mode}"
         + (f" --profile {args.profile}" if args.profile else "") + "'`",
@@ -279,10 +279,10 @@ def main() -> int:
     add_options(parser)
     args = parser.parse_args()
     setup_logging("INFO")
-    for _, slow in modes(parser, args):
+    for mode, slow in modes(parser, args):
         label = slow.label() if slow is not None else "as is"
         trials = asyncio.run(run(args, slow))
-        print(report(trials, args, label))
+        print(report(trials, args, mode, label))
         print()
     return 0
 
