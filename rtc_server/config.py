@@ -172,8 +172,10 @@ class ProfileConfig:
     # reproducible A/B runs). Explicit model and thread keys override every mode.
     mode: ProfileMode = "auto"
     # The decode of a 2 s question (the pause decode, which the end of a turn waits for)
-    # must fit this, beside the video, or the smaller ASR model is used.
-    pause_decode_ms: int = 300
+    # must fit this, beside the video, or the smaller ASR model is used; None: what is left
+    # of the pause after the early decode starts ([vad] pause_ms - decode_ahead_ms, 120 ms),
+    # so that a confident turn ends at the pause, not when its text comes.
+    pause_decode_ms: int | None = None
     # From the endpoint to the answer's first audio: the pause decode, the prefill of the
     # question's last words, the first chunk's tokens and its synthesis.
     first_audio_ms: int = 800
@@ -182,7 +184,7 @@ class ProfileConfig:
     margin: float = 1.5
 
     def __post_init__(self) -> None:
-        if not 50 <= self.pause_decode_ms <= 5000:
+        if self.pause_decode_ms is not None and not 50 <= self.pause_decode_ms <= 5000:
             raise ValueError("pause_decode_ms must be within 50..5000")
         if not 100 <= self.first_audio_ms <= 10_000:
             raise ValueError("first_audio_ms must be within 100..10000")

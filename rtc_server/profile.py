@@ -4,8 +4,9 @@
 `[profile] mode = "auto"` it calibrates the candidates (`rtc_server/calibration.py`) and picks
 the first pair, largest LLM first (the answers' quality rides on it), then the larger ASR
 model (English: Whisper base, else tiny.en), such that
-- the ASR's decode of a 2 s question, beside the video, fits `pause_decode_ms`: that decode is
-  what the end of a turn waits for;
+- the ASR's decode of a 2 s question, beside the video, fits `pause_decode_ms` (by default
+  what is left of the pause once the early decode starts, `[vad] pause_ms - decode_ahead_ms`):
+  that decode is what the end of a turn waits for;
 - the LLM decodes fast enough that an answer never runs dry: its tokens per second, with the
   cores the video and the TTS leave it while the voice speaks, at least `margin` times the
   voice's speaking rate in tokens;
@@ -176,6 +177,10 @@ class _Chooser:
     def __init__(self, config: Config, calibration: Calibration,
                  threads: tuple[int, int, int]) -> None:
         self._config = config.profile
+        vad = config.vad
+        self._pause_budget_ms = (config.profile.pause_decode_ms
+                                 if config.profile.pause_decode_ms is not None
+                                 else max(vad.pause_ms - vad.decode_ahead_ms, 50))
         self._cal = calibration
         self._threads = threads
         cores = calibration.machine.cores
@@ -224,7 +229,7 @@ class _Chooser:
         conversation cannot hide, and the answers' quality rides on the LLM's size); then the
         larger ASR model whose pause decode fits its budget and, with that LLM, the first
         audio its own; else the smaller. What misses a budget is said, with what to do."""
-        pause_budget = self._config.pause_decode_ms / 1000
+        pause_budget = self._pause_budget_ms / 1000
         budget = self._config.first_audio_ms / 1000
         model = next((m for m in llms if self._live_decode(m) >= self._needed_tok_s(m)),
                      max(llms, key=self._live_decode, default=None))
@@ -258,7 +263,7 @@ class _Chooser:
                          f"(needs {self._needed_tok_s(model):.1f})")
         if asr is not None:
             parts.append(f"pause decode ~{self._asr_took(asr) * 1000:.0f} ms "
-                         f"(budget {self._config.pause_decode_ms})")
+                         f"(budget {self._pause_budget_ms})")
         parts.append(f"first audio ~{self._first_audio_s(model, asr) * 1000:.0f} ms after "
                      f"the endpoint (budget {self._config.first_audio_ms})")
         return ", ".join(parts)

@@ -20,7 +20,7 @@ BIG, SMALL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
 
 def calibration(
     cores: float = 2.0, big: float = 20.0, small: float = 30.0, prompt: float = 80.0,
-    base_s: float = 0.2, tiny_s: float = 0.13,
+    base_s: float = 0.1, tiny_s: float = 0.06,
 ) -> Calibration:
     """A machine: decode tok/s of each LLM, prompt tok/s of the big one (the small one
     evaluates prompts 2x faster), pause decode of each ASR model."""
@@ -65,7 +65,7 @@ def test_a_slow_prefill_costs_the_asr_size_and_a_warning_not_the_llm() -> None:
 
 def test_the_smaller_asr_model_comes_before_the_smaller_llm() -> None:
     """The answers' quality rides on the LLM: a slow base decode costs the ASR's size first."""
-    _, llm, asr = choose(calibration(base_s=0.5, tiny_s=0.2))
+    _, llm, asr = choose(calibration(base_s=0.2, tiny_s=0.08))
     assert (llm, asr) == (BIG, "tiny.en")
 
 
@@ -75,6 +75,7 @@ def test_when_nothing_fits_the_fastest_is_used_and_the_log_says_so(
     with caplog.at_level(logging.WARNING):
         chooser, llm, asr = choose(calibration(cores=1.0, big=2.0, small=3.0, prompt=8.0,
                                                base_s=0.9, tiny_s=0.6))
+    assert "budget 120" in chooser.reasons[-1]  # the pause's length after the early decode
     assert (llm, asr) == (SMALL, "tiny.en")
     assert "slower than the voice" in chooser.reasons[-1] and "openai" in chooser.reasons[-1]
     assert any("short of the latency budget" in r.message for r in caplog.records)
@@ -146,6 +147,7 @@ def test_fixed_and_echo_measure_nothing() -> None:
      ("[profile]\nmargin = 0.5\n", "margin"),
      ("[profile]\nfirst_audio_ms = 5\n", "first_audio_ms"),
      ("[profile]\npause_decode_ms = \"fast\"\n", "profile.pause_decode_ms"),
+     ("[profile]\npause_decode_ms = 10\n", "pause_decode_ms"),
      ("[profile]\nspeed = 2\n", "speed"),
      ("[turn]\npatience_ms = -5\n", "patience_ms")],
 )
