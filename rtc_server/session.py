@@ -296,8 +296,8 @@ class Session:
         try:
             try:
                 await self.behaviour.aclose()
-                if self._app is not None:
-                    await self._app.aclose()
+                if self._app is not None and self._pc.connectionState == "connected":
+                    await self._app.aclose()  # a goodbye only to a peer that is still there
             finally:
                 await self.tasks.cancel_all(keep=asyncio.current_task())
                 self._audio_out.stop()

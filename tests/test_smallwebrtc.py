@@ -48,7 +48,7 @@ async def peers(url: str, *made: LoopbackPeer) -> AsyncIterator[None]:
             await peer.close()
 
 
-async def frames_keep_coming(peer: LoopbackPeer, within_s: float = 3.0) -> bool:
+async def frames_keep_coming(peer: LoopbackPeer, within_s: float = 10.0) -> bool:
     """Whether `peer` receives new video frames now (its session is alive)."""
     before = len(peer.received.video)
     for _ in range(int(within_s / 0.1)):
@@ -73,15 +73,15 @@ async def test_trickled_offer_connects_and_speaks_rtvi(hello: np.ndarray) -> Non
         async with peers(url, peer):
             assert peer.answer["pc_id"] == peer.answer["session_id"] == peer.pc_id
             assert "a=candidate" not in peer.offers[0] and peer.patches == [200]
-            ready = await peer.wait_rtvi("bot-ready", 5)
+            ready = await peer.wait_rtvi("bot-ready", 15)
             assert ready["data"]["version"] == "2.2.0" and ready["id"]
             assert ready["data"]["capabilities"]["video_out"] is True
             # echo mode: the user's speech, then the bot speaks it back (real playout)
-            await peer.wait_rtvi("user-started-speaking", 10)
-            await peer.wait_rtvi("user-stopped-speaking", 10)
-            await peer.wait_rtvi("bot-started-speaking", 10)
-            await peer.wait_rtvi("bot-stopped-speaking", 10)
-            metrics = await peer.wait_rtvi("metrics", 5)
+            await peer.wait_rtvi("user-started-speaking", 30)
+            await peer.wait_rtvi("user-stopped-speaking", 30)
+            await peer.wait_rtvi("bot-started-speaking", 30)
+            await peer.wait_rtvi("bot-stopped-speaking", 30)
+            metrics = await peer.wait_rtvi("metrics", 15)
             assert metrics["data"]["ttfb"][-1]["processor"] == "first_audio_sent"
             assert len(peer.received.video) > 10 and peer.received.audio
             assert not peer.of_type("error") and not peer.of_type("error-response")
@@ -99,7 +99,7 @@ async def test_camera_and_screen_share_offered_are_answered_without_receiving_th
                                                             "inactive") if f"a={d}" in s))
                      for s in sections if not s.startswith("application")]
             assert kinds == [("audio", "sendrecv"), ("video", "sendonly"), ("video", "inactive")]
-            await peer.wait_rtvi("bot-ready", 5)
+            await peer.wait_rtvi("bot-ready", 15)
             assert await frames_keep_coming(peer)
             stats = await peer.pc.getStats()
             sent_video = [s for s in stats.values() if s.type == "outbound-rtp"
@@ -115,7 +115,7 @@ async def test_renegotiation_and_restart_keep_the_session(hello: np.ndarray) -> 
         peer = SmallWebRTCPeer(url)
         other = LoopbackPeer(url)
         async with peers(url, peer, other):
-            await peer.wait_rtvi("bot-ready", 5)
+            await peer.wait_rtvi("bot-ready", 15)
             session = session_of(server, str(peer.pc_id))
             again = await peer.renegotiate()
             assert again["pc_id"] == peer.pc_id and session_of(server, again["pc_id"]) is session
@@ -125,7 +125,7 @@ async def test_renegotiation_and_restart_keep_the_session(hello: np.ndarray) -> 
             assert await frames_keep_coming(peer)
             peer.mic.set_audio(hello, 16000)
             # the conversation goes on over the new connection (and its new `chat` channel)
-            await peer.wait_rtvi("bot-started-speaking", 15)
+            await peer.wait_rtvi("bot-started-speaking", 30)
             assert await frames_keep_coming(other)
 
 
@@ -138,7 +138,7 @@ async def test_no_data_channel_and_no_client_ready(hello: np.ndarray) -> None:
         unready = SmallWebRTCPeer(url, microphone=mic, ready=False)
         async with peers(url, silent, unready):
             assert await frames_keep_coming(silent)
-            await unready.wait_rtvi("bot-stopped-speaking", 15)
+            await unready.wait_rtvi("bot-stopped-speaking", 30)
             assert not unready.of_type("bot-ready")
             assert len(server.registry) == 2
 
@@ -150,12 +150,12 @@ async def test_client_ready_version_is_checked(version: str, answer: str | None)
         peer = SmallWebRTCPeer(url, version=version)
         async with peers(url, peer):
             if answer is None:
-                error = await peer.wait_rtvi("error", 5)
+                error = await peer.wait_rtvi("error", 15)
                 assert error["data"]["fatal"] is True and "3.0.0" in error["data"]["error"]
                 await asyncio.sleep(0.3)
                 assert not peer.of_type("bot-ready")
             else:
-                ready = await peer.wait_rtvi("bot-ready", 5)
+                ready = await peer.wait_rtvi("bot-ready", 15)
                 assert ready["data"]["version"] == answer
 
 
@@ -171,9 +171,9 @@ async def test_bad_rtvi_input_gets_errors_and_the_session_goes_on() -> None:
         peer = SmallWebRTCPeer(url)
         other = LoopbackPeer(url)
         async with peers(url, peer, other):
-            await peer.wait_rtvi("bot-ready", 5)
+            await peer.wait_rtvi("bot-ready", 15)
             unknown = peer.send_rtvi("make-coffee", {"sugar": 2})
-            reply = await peer.wait_rtvi("error-response", 5, lambda m: m.get("id") == unknown)
+            reply = await peer.wait_rtvi("error-response", 15, lambda m: m.get("id") == unknown)
             assert "make-coffee" in reply["data"]["error"]
             peer.send_raw("{not json")
             peer.send_raw(json.dumps({"label": "rtvi-ai", "type": "client-message",
@@ -181,10 +181,10 @@ async def test_bad_rtvi_input_gets_errors_and_the_session_goes_on() -> None:
             peer.send_raw(b"\x00\x01")
             peer.send_raw(json.dumps({"type": "client-ready"}))
             for fragment in ("malformed JSON", "over the 65536-byte limit", "binary", "label"):
-                await peer.wait_rtvi("error", 10, says(fragment))
+                await peer.wait_rtvi("error", 30, says(fragment))
             assert all(m["data"]["fatal"] is False for m in peer.of_type("error"))
             asked = peer.send_rtvi("send-text", {"content": "hello?"})
-            reply = await peer.wait_rtvi("error-response", 5, lambda m: m.get("id") == asked)
+            reply = await peer.wait_rtvi("error-response", 15, lambda m: m.get("id") == asked)
             assert "agent mode" in reply["data"]["error"]
             assert await frames_keep_coming(peer) and await frames_keep_coming(other)
             assert len(server.registry) == 2
@@ -194,14 +194,12 @@ async def test_disconnect_bot_says_peer_left_and_ends_the_session() -> None:
     async with running_server(config()) as (server, url):
         peer = SmallWebRTCPeer(url)
         async with peers(url, peer):
-            await peer.wait_rtvi("bot-ready", 5)
+            await peer.wait_rtvi("bot-ready", 15)
+            session = session_of(server, str(peer.pc_id))
             peer.send_rtvi("disconnect-bot", {})
-            left = await peer.wait_event(lambda m: m.get("type") == "signalling", 5)
+            left = await peer.wait_event(lambda m: m.get("type") == "signalling", 15)
             assert left["message"] == {"type": "peerLeft"}
-            for _ in range(50):
-                if len(server.registry) == 0:
-                    break
-                await asyncio.sleep(0.1)
+            await asyncio.wait_for(session.closed_event.wait(), 15)
             assert len(server.registry) == 0
 
 
@@ -257,7 +255,7 @@ async def test_start_flow_and_its_session_routes(hello: np.ndarray) -> None:
         peer = SmallWebRTCPeer(url, offer_path=f"/sessions/{sid}/api/offer")
         async with peers(url, peer):
             assert peer.pc_id == sid and set(peer.patches) == {200}
-            await peer.wait_rtvi("bot-ready", 5)
+            await peer.wait_rtvi("bot-ready", 15)
             async with http.post(f"{url}/sessions/unknown/api/offer", json={
                 "sdp": peer.pc.localDescription.sdp, "type": "offer", "pc_id": None,
             }) as resp:
