@@ -104,10 +104,11 @@ async def test_the_js_sdk_asks_by_voice_and_by_text(tmp_path: Path, agent_engine
                                      timeout=20000)
         assert (await rtvi_messages(page, "bot-ready"))[0]["data"]["version"] == "2.2.0"
         await wait_for(page, "msgs.some(m => m.type === 'user-transcription' && m.data.final)",
-                       40)
+                       120)
         final = [m for m in await rtvi_messages(page, "user-transcription") if m["data"]["final"]]
         assert "capital of france" in final[0]["data"]["text"].lower()
-        await wait_for(page, "msgs.some(m => m.type === 'bot-stopped-speaking')", 90)
+        # generous bounds: on a loaded 2-core machine an answer can take minutes
+        await wait_for(page, "msgs.some(m => m.type === 'bot-stopped-speaking')", 300)
         stats = await page.evaluate(INBOUND_STATS_JS)
         assert stats["video"]["framesDecoded"] > 25, stats
         assert (stats["video"]["width"], stats["video"]["height"]) == (512, 512)
@@ -123,7 +124,7 @@ async def test_the_js_sdk_asks_by_voice_and_by_text(tmp_path: Path, agent_engine
         await page.fill("#question", "And what is the capital of Italy?")
         await page.click("#ask button")
         await wait_for(page, "msgs.filter(m => m.type === 'bot-stopped-speaking').length >= 2",
-                       90)
+                       300)
         history = session.behaviour.history  # type: ignore[attr-defined]
         assert history[-2].content == "And what is the capital of Italy?"
         assert history[-1].role == "assistant" and history[-1].content
