@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test lint browser cluster-deps cluster slow-llama clean
+.PHONY: setup run test lint browser clients cluster-deps cluster slow-llama clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,25 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: browser tests will skip"; }
+
+# Pipecat's client SDKs for the embedding tests and benchmark (README, "Embedding in your
+# app"): the JS SDK example web_client/embed/app.js bundled by esbuild into
+# web_client/embed/bundle.js (npm ci from its lock file into .cache/pipecat-js), and the
+# prebuilt web client's static files (pip --no-deps: its FastAPI is never imported). Debian's
+# npm is installed as root when missing; without it (or the registries) those tests skip.
+PIPECAT_JS := .cache/pipecat-js
+clients: setup
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null); } || true
+	@if command -v npm >/dev/null 2>&1; then \
+	  mkdir -p $(PIPECAT_JS) && cp web_client/embed/package.json web_client/embed/package-lock.json $(PIPECAT_JS)/ && \
+	  (cd $(PIPECAT_JS) && npm ci --no-audit --no-fund --loglevel=error) && \
+	  NODE_PATH=$(PIPECAT_JS)/node_modules $(PIPECAT_JS)/node_modules/.bin/esbuild web_client/embed/app.js \
+	    --bundle --format=iife --minify --log-level=warning --outfile=web_client/embed/bundle.js \
+	  || echo "Pipecat JS SDK example not built: its tests will skip"; \
+	else echo "npm not installed: the Pipecat JS SDK tests will skip"; fi
+	@$(PY) -m pip install -q --no-deps 'pipecat-ai-small-webrtc-prebuilt==2.5.0' \
+	  || echo "pipecat-ai-small-webrtc-prebuilt not installed: its test will skip"
 
 # Debian's redis-server and coturn for the scale-out tests and `make cluster`. Needs root;
 # without them those tests skip with a reason.
@@ -57,7 +76,7 @@ slow-llama: setup
 # Lint first (ruff, then mypy over the product, testkit, the tests and the benchmarks); then
 # every test runs inside a fresh network namespace that has only loopback: nothing can leave
 # 127.0.0.1 (see README, "Network").
-test: setup browser cluster-deps lint
+test: setup browser clients cluster-deps lint
 	unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q $(PYTEST_ARGS)'
 
 lint: setup

@@ -35,7 +35,7 @@ from engines.llm.resilience import Notice
 from engines.voicing import SpokenChunks
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
-from rtc_server.events import AgentText, State, Transcript, TurnTimings
+from rtc_server.events import AgentText, State, Transcript, TurnTimings, UserSpeech
 from rtc_server.hearing import Hearing, Utterance
 from rtc_server.pacing import Pacing, SentenceGate
 from rtc_server.session import Session
@@ -137,10 +137,26 @@ class AgentBehaviour:
         if turn is not None:
             await turn.interrupt()
 
+    def ask(self, text: str) -> None:
+        """A typed question (RTVI `send-text`), answered like a final transcript: a running
+        answer is interrupted first, as a barge-in does. Its timings count from now, the
+        question being whole at once (no ASR)."""
+        text = text.strip()
+        if not text:
+            return
+        self._barge = None
+        now = self._session.clock.time()
+        turn = self._new_turn(self._next_id(), text, None)
+        turn.mark("speech_end", now)
+        turn.mark("asr_final", now)
+        self._session.log.info("typed question (%d chars)", len(text))
+        self._begin(turn, self._answer(turn, [*self.history, ChatMessage("user", text)]))
+
     # --- HearingListener --------------------------------------------------------------------
 
     def on_speech_start(self, utterance_id: int) -> None:
         self._utterance_turn = {utterance_id: self._next_id()}
+        self._session.emit(UserSpeech(turn_id=self._utterance_turn[utterance_id], speaking=True))
         if self._config.warm_llm and self._turn is None and self.history:
             # The history as written (the answer as heard, its markup gone) is not what the
             # model generated, so its KV cache diverges there: read it again now, while the
@@ -204,6 +220,7 @@ class AgentBehaviour:
     def on_final(self, utterance: Utterance) -> None:
         session = self._session
         session.log.debug("final %d: %r", utterance.id, utterance.text)
+        session.emit(UserSpeech(turn_id=self._turn_id(utterance.id), speaking=False))
         session.emit(
             Transcript(turn_id=self._turn_id(utterance.id), text=utterance.text, final=True)
         )

@@ -4,8 +4,12 @@ the shared read-only avatar renderer, and creates one Session per offer.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import itertools
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,25 +19,46 @@ from media.idle import FrameSource, StillPortrait, default_portrait
 from rtc_server.config import Config
 from rtc_server.echo import EchoBehaviour
 from rtc_server.engine_set import Engines, load_engines
-from rtc_server.errors import ConfigError, OfferRejected, PortraitRejected, UnknownPortrait
+from rtc_server.errors import (
+    CandidateRejected,
+    ConfigError,
+    OfferRejected,
+    PortraitRejected,
+    UnknownPortrait,
+)
 from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
 from rtc_server.page import signaling_settings
 from rtc_server.portraits import PortraitStore
-from rtc_server.session import Behaviour, Session
-from signaling.errors import InvalidOffer, InvalidPortrait, PortraitNotFound
+from rtc_server.rtvi.channel import RtviChannel
+from rtc_server.session import AppChannel, Behaviour, Session
+from signaling.errors import InvalidOffer, InvalidPortrait, PortraitNotFound, SessionNotFound
 from signaling.http import ErrorTable, create_app
 from signaling.offer import Offer
 from signaling.registry import SessionRegistry
+from signaling.smallwebrtc import IceCandidate, InvalidCandidate
 from web_client import STATIC_DIR
 
 logger = logging.getLogger(__name__)
 # How signaling answers the domain errors of what it calls (status and code: README).
 HTTP_ERRORS: ErrorTable = {
     OfferRejected: InvalidOffer,
+    CandidateRejected: InvalidCandidate,
     PortraitRejected: InvalidPortrait,
     UnknownPortrait: PortraitNotFound,
 }
+PREBUILT_PACKAGE = "pipecat_ai_small_webrtc_prebuilt"
+
+
+def prebuilt_client_dir() -> Path | None:
+    """The built web client of `pipecat-ai-small-webrtc-prebuilt`, if installed. Found
+    without importing the package (its `frontend` module needs FastAPI, which we do not
+    use: only the static files are served)."""
+    spec = importlib.util.find_spec(PREBUILT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "client" / "dist"
+    return folder if (folder / "index.html").is_file() else None
 
 
 def load_portrait_image(path: str | None) -> np.ndarray:
@@ -79,6 +104,10 @@ class Server:
             self.engines.pools.render if self.engines is not None else None,
         )
         self._seeds = itertools.count(1)
+        self.prebuilt = prebuilt_client_dir() if config.embed.prebuilt else None
+        if config.embed.prebuilt and self.prebuilt is None:
+            raise ConfigError("embed.prebuilt: pipecat-ai-small-webrtc-prebuilt is not "
+                              "installed (make clients)")
         if config.ice.loopback_only:
             restrict_host_candidates_to_loopback()
 
@@ -102,7 +131,15 @@ class Server:
         frames: FrameSource = renderer.session(self.config.media.fps, next(self._seeds))
         return frames
 
+    def _app_channel(self, session: Session) -> AppChannel:
+        return RtviChannel(session, self.config.embed)
+
     async def create_session(self, session_id: str, offer: Offer) -> tuple[Session, str]:
+        persona = self.config.llm.persona
+        if offer.persona is not None and offer.persona != persona:
+            # One persona per process: its prompt is the LLM's cached prefix. Serve another
+            # one from another process (or worker) and send the app there.
+            raise OfferRejected(f"persona {offer.persona!r} is not served here (only {persona!r})")
         session = Session(
             session_id,
             config=self.config,
@@ -111,9 +148,22 @@ class Server:
             render_executor=self.engines.pools.render if self.engines else None,
             behaviour_factory=self._behaviour,
             on_closed=self.registry.discard,
+            app_channel=self._app_channel,
         )
         answer = await session.accept(offer)
         return session, answer
+
+    def _session(self, pc_id: str) -> Session:
+        session = self.registry.get(pc_id)  # SessionNotFound: 404
+        if not isinstance(session, Session):
+            raise SessionNotFound(f"no session {pc_id!r}")
+        return session
+
+    async def renegotiate(self, pc_id: str, offer: Offer, *, restart: bool) -> str:
+        return await self._session(pc_id).renegotiate(offer, restart=restart)
+
+    async def add_ice_candidates(self, pc_id: str, candidates: Sequence[IceCandidate]) -> None:
+        await self._session(pc_id).add_ice_candidates(candidates)
 
     async def close_all(self) -> None:
         for session in self.registry:
@@ -121,9 +171,12 @@ class Server:
 
     def build_app(self) -> web.Application:
         settings = signaling_settings(self.config)
+        if self.prebuilt is not None:
+            settings = dataclasses.replace(settings, extra_static=(("/prebuilt/", self.prebuilt),))
         app = create_app(
             registry=self.registry,
             factory=self.create_session,
+            peers=self,
             portraits=self.portraits,
             metrics_source=self.metrics,
             settings=settings,

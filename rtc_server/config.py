@@ -23,6 +23,7 @@ from engines.vad.config import VadConfig
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
+from rtc_server.rtvi.config import EmbedConfig
 from signaling.turn_credentials import RelayConfig
 
 Mode = Literal["agent", "echo"]
@@ -210,6 +211,8 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     # Which models and settings fit this machine (rtc_server/profile.py).
     profile: ProfileConfig = field(default_factory=ProfileConfig)
+    # Apps embedding through Pipecat's SDKs: CORS, RTVI limits (rtc_server/rtvi/).
+    embed: EmbedConfig = field(default_factory=EmbedConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -11,7 +11,8 @@ import numpy as np
 
 from engines.vad import SpeechEnded, SpeechStarted, VadConfig, create_endpointer
 from media.audio import LISTEN_RATE
-from rtc_server.events import TurnTimings
+from rtc_server.errors import NotSupported
+from rtc_server.events import TurnTimings, UserSpeech
 from rtc_server.session import Session
 
 LEAD_S = 0.06  # scheduling margin so the first 20 ms frame is not already in the past
@@ -36,9 +37,11 @@ class EchoBehaviour:
         if isinstance(event, SpeechStarted):
             self._utterance = [event.audio]
             self._utterance_start = self._pushed - len(event.audio)
+            self._session.emit(UserSpeech(turn_id=self._turn + 1, speaking=True))
         elif self._utterance is not None:
             self._utterance.append(frame)
         if isinstance(event, SpeechEnded) and self._utterance is not None:
+            self._session.emit(UserSpeech(turn_id=self._turn + 1, speaking=False))
             pcm = np.concatenate(self._utterance)
             self._utterance = None
             keep = round((event.t + TAIL_S) * LISTEN_RATE) - self._utterance_start
@@ -66,6 +69,9 @@ class EchoBehaviour:
         await session.clock.sleep_until(end)
         if session.playout.busy_until() <= end:
             session.set_state("listening")
+
+    def ask(self, text: str) -> None:
+        raise NotSupported("typed questions need agent mode (this server echoes what it hears)")
 
     async def aclose(self) -> None:
         self._utterance = None

@@ -26,3 +26,11 @@ class PortraitRejected(ServerError):
 
 class UnknownPortrait(ServerError):
     """An offer names a portrait this server does not hold (never uploaded, or evicted)."""
+
+
+class CandidateRejected(ServerError):
+    """A trickled ICE candidate is malformed or names no media section of the connection."""
+
+
+class NotSupported(ServerError):
+    """The session cannot do what its client asked (a typed question in echo mode)."""

@@ -32,6 +32,16 @@ class StateChanged:
 
 
 @dataclass(frozen=True)
+class UserSpeech:
+    """The user began to speak (`speaking`), or their turn ended (the final transcript is
+    next); `turn_id` is the one their transcript and its answer carry."""
+
+    type: ClassVar[str] = "user_speech"
+    turn_id: int
+    speaking: bool
+
+
+@dataclass(frozen=True)
 class Transcript:
     """What the user said: partials while speaking, then one final per utterance."""
 
@@ -69,7 +79,9 @@ class ErrorEvent:
     message: str
 
 
-Event = SessionStarted | StateChanged | Transcript | AgentText | TurnTimings | ErrorEvent
+Event = (
+    SessionStarted | StateChanged | UserSpeech | Transcript | AgentText | TurnTimings | ErrorEvent
+)
 
 
 def encode(event: Event, *, session_id: str, t: float) -> str:

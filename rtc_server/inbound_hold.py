@@ -36,15 +36,19 @@ def audio_hold_frames(receiver: RTCRtpReceiver) -> int | None:
 
 
 def shorten_audio_hold(pc: RTCPeerConnection) -> int:
-    """Give each audio receiver of `pc` a one-frame hold; returns how many it changed."""
+    """Give each audio receiver of `pc` a one-frame hold; returns how many it changed
+    (receivers that have it already are left alone, with the packets they hold)."""
     changed = 0
     for transceiver in pc.getTransceivers():
         if transceiver.kind != "audio":
             continue
         receiver = transceiver.receiver
-        if audio_hold_frames(receiver) is None:
+        hold = audio_hold_frames(receiver)
+        if hold is None:
             logger.warning("aiortc's audio jitter buffer not found; keeping its 80 ms hold")
             continue
+        if hold == AUDIO_PREFETCH:
+            continue  # done at an earlier offer (a renegotiation): keep what it holds
         setattr(receiver, _ATTRIBUTE, JitterBuffer(capacity=AUDIO_CAPACITY,
                                                    prefetch=AUDIO_PREFETCH))
         changed += 1

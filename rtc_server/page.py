@@ -26,4 +26,6 @@ def signaling_settings(config: Config, **page: Any) -> SignalingSettings:
             **page,
         },
         dynamic_config=lambda: page_ice_config(static, config.relay),
+        cors_origins=config.embed.cors_origins,
+        start_ttl_s=config.embed.start_ttl_s,
     )

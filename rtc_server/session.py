@@ -4,6 +4,12 @@ path, `events` data channel and the behaviour (echo or agent) that reacts to wha
 Lifecycle: `accept(offer)` -> answer SDP; the session closes itself on ICE failure, peer
 close, connect timeout or `close()` (DELETE), and then removes itself from the registry via
 `on_closed`. `close()` is idempotent and leaves no task behind.
+
+A SmallWebRTC client may trickle its ICE candidates (`add_ice_candidates`) and renegotiate
+(`renegotiate`): on the same peer connection, or with `restart` on a new one that takes over
+the tracks, the clock and the conversation; the old one is closed without ending the session,
+and the new one must connect within `connect_timeout_s` too. Data channels other than
+`events` go to the session's app channel (RTVI), which sees every event the session emits.
 """
 
 from __future__ import annotations
@@ -11,13 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
 import numpy as np
-from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
-from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
+from aiortc import RTCDataChannel, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from common.logs import ContextLogger
@@ -30,13 +35,13 @@ from rtc_server.config import Config
 from rtc_server.errors import OfferRejected
 from rtc_server.events import ErrorEvent, Event, SessionStarted, State, StateChanged, encode
 from rtc_server.ice import rtc_configuration
-from rtc_server.inbound_hold import shorten_audio_hold
 from rtc_server.metrics import Metrics
+from rtc_server.negotiation import add_candidates, answer
 from rtc_server.tasks import TaskSet
 from signaling.offer import Offer
+from signaling.smallwebrtc import IceCandidate
 
 logger = logging.getLogger(__name__)
-AIORTC_ERRORS = (InternalError, InvalidAccessError, InvalidStateError, OperationError)
 EVENTS_LABEL = "events"
 MAX_PENDING_EVENTS = 64  # held until the data channel opens; older ones are dropped
 
@@ -50,7 +55,25 @@ class Behaviour(Protocol):
         """One 20 ms frame of 16 kHz mono int16 from the user. Must not block."""
         ...
 
+    def ask(self, text: str) -> None:
+        """A typed question, answered like a spoken one (raises NotSupported in echo mode)."""
+        ...
+
     async def aclose(self) -> None: ...
+
+
+class AppChannel(Protocol):
+    """A client protocol on its own data channel (RTVI), fed every event of the session."""
+
+    def attach(self, channel: RTCDataChannel) -> None:
+        """The client opened its channel (again, after a restart of the connection)."""
+        ...
+
+    def on_event(self, event: Event) -> None: ...
+
+    async def aclose(self) -> None:
+        """The session ends: say goodbye on the channel, if it is open."""
+        ...
 
 
 class Session:
@@ -65,6 +88,7 @@ class Session:
         behaviour_factory: Callable[[Session], Behaviour],
         on_closed: Callable[[str], None],
         timer: Timer | None = None,
+        app_channel: Callable[[Session], AppChannel] | None = None,
     ) -> None:
         self._id = session_id
         self.config = config
@@ -75,12 +99,10 @@ class Session:
         media = config.media
         self.playout = Playout(self.clock, fps=media.fps, width=media.width, height=media.height)
         self.tasks = TaskSet(f"session:{session_id}")
-        self._pc = RTCPeerConnection(rtc_configuration(config.ice, config.relay))
-        self._audio_out = ClockedAudioTrack(self.playout, on_frame=metrics.audio_packets_sent.inc)
-        self._video_out = ClockedVideoTrack(
-            self.playout, frames, on_frame=metrics.video_frames_sent.inc,
-            executor=render_executor,
-        )
+        self._pc, self._pc_up = self._new_peer_connection()
+        self._negotiation = asyncio.Lock()  # one offer (or candidate batch) at a time
+        self._frames, self._render_executor = frames, render_executor
+        self._audio_out, self._video_out = self._new_tracks()
         self._channel: RTCDataChannel | None = None
         self._pending: deque[str] = deque(maxlen=MAX_PENDING_EVENTS)
         self._connected = asyncio.Event()
@@ -88,9 +110,7 @@ class Session:
         self._counted = False
         self.closed_event = asyncio.Event()
         self.behaviour = behaviour_factory(self)
-        self._pc.on("connectionstatechange", self._on_connection_state)
-        self._pc.on("track", self._on_track)
-        self._pc.on("datachannel", self._on_datachannel)
+        self._app = app_channel(self) if app_channel is not None else None
 
     @property
     def id(self) -> str:
@@ -100,30 +120,71 @@ class Session:
     def closed(self) -> bool:
         return self._closing
 
+    def _new_tracks(self) -> tuple[ClockedAudioTrack, ClockedVideoTrack]:
+        """Our outbound tracks, on the session's playout. A peer connection's senders stop
+        their tracks when it closes, so a restarted connection gets new ones."""
+        audio = ClockedAudioTrack(self.playout, on_frame=self.metrics.audio_packets_sent.inc)
+        video = ClockedVideoTrack(
+            self.playout, self._frames, on_frame=self.metrics.video_frames_sent.inc,
+            executor=self._render_executor,
+        )
+        return audio, video
+
+    def _new_peer_connection(self) -> tuple[RTCPeerConnection, asyncio.Event]:
+        """A peer connection wired to this session, and the event set once it connects."""
+        pc = RTCPeerConnection(rtc_configuration(self.config.ice, self.config.relay))
+        connected = asyncio.Event()
+        # Bound to this pc: after a restart the old one's late events must not end the session.
+        pc.on("connectionstatechange", lambda: self._on_connection_state(pc, connected))
+        pc.on("track", self._on_track)
+        pc.on("datachannel", self._on_datachannel)
+        return pc, connected
+
     async def accept(self, offer: Offer) -> str:
         """Apply the remote offer and return our answer SDP (ICE candidates included)."""
         try:
-            await self._pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
-            shorten_audio_hold(self._pc)  # before any packet: the server does not play it
-            self._pc.addTrack(self._audio_out)
-            self._pc.addTrack(self._video_out)
-            answer = await self._pc.createAnswer()
-            await self._pc.setLocalDescription(answer)
-        except (ValueError, LookupError, TypeError, AssertionError, *AIORTC_ERRORS) as exc:
-            # aiortc reports malformed SDP with the builtin errors and unusable codecs or
-            # directions with its own (OperationError, InvalidAccessError).
+            sdp = await answer(self._pc, offer.sdp, self._audio_out, self._video_out)
+        except OfferRejected:
             await self.close(reason="invalid_offer")
-            detail = str(exc) or type(exc).__name__
-            raise OfferRejected(f"offer rejected: {detail}") from exc
+            raise
         except BaseException:
             await self.close(reason="setup_failed")
             raise
-        self.tasks.spawn("connect-watchdog", self._connect_watchdog())
+        self.tasks.spawn("connect-watchdog", self._connect_watchdog(self._pc, self._pc_up))
         self.metrics.sessions_total.inc()
         self.metrics.sessions_active.inc()
         self._counted = True
         self.log.info("session accepted")
-        return str(self._pc.localDescription.sdp)
+        return sdp
+
+    async def renegotiate(self, offer: Offer, *, restart: bool) -> str:
+        """Answer a new offer of this session's client: on the live peer connection, or with
+        `restart` on a new one (SmallWebRTC's `restart_pc`, sent after its ICE failed). A
+        rejected offer leaves a live connection as it was; a rejected restart ends the
+        session, its old connection being gone."""
+        async with self._negotiation:
+            if self._closing:
+                raise OfferRejected("the session has ended")
+            if not restart:
+                return await answer(self._pc, offer.sdp, self._audio_out, self._video_out)
+            old = self._pc
+            self._pc, self._pc_up = self._new_peer_connection()
+            self._audio_out, self._video_out = self._new_tracks()
+            self.tasks.spawn("connect-watchdog", self._connect_watchdog(self._pc, self._pc_up))
+            self.log.info("peer connection restarted by the client")
+            await old.close()
+            try:
+                return await answer(self._pc, offer.sdp, self._audio_out, self._video_out)
+            except OfferRejected:
+                self.tasks.spawn("close", self.close(reason="invalid_offer"))
+                raise
+
+    async def add_ice_candidates(self, candidates: Sequence[IceCandidate]) -> None:
+        """Trickled remote candidates for the live peer connection (raises
+        CandidateRejected)."""
+        async with self._negotiation:
+            if not self._closing:
+                await add_candidates(self._pc, candidates)
 
     # --- events -------------------------------------------------------------------------
 
@@ -135,6 +196,8 @@ class Session:
             channel.send(message)
         else:
             self._pending.append(message)
+        if self._app is not None:
+            self._app.on_event(event)
 
     def report_error(self, code: str, exc: BaseException) -> None:
         """A contained failure of this session: log it, count it, tell the page."""
@@ -144,9 +207,13 @@ class Session:
 
     # --- peer connection callbacks ------------------------------------------------------
 
-    def _on_connection_state(self) -> None:
-        state = self._pc.connectionState
+    def _on_connection_state(self, pc: RTCPeerConnection, connected: asyncio.Event) -> None:
+        if pc is not self._pc:
+            return  # a connection replaced by a restart
+        state = pc.connectionState
         self.log.debug("connection state %s", state)
+        if state == "connected":
+            connected.set()
         if state == "connected" and not self._connected.is_set():
             self._connected.set()
             self.clock.start()
@@ -172,6 +239,8 @@ class Session:
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         if channel.label != EVENTS_LABEL:
+            if self._app is not None:
+                self._app.attach(channel)
             return
         self._channel = channel
 
@@ -205,11 +274,13 @@ class Session:
         except MediaStreamError:
             pass
 
-    async def _connect_watchdog(self) -> None:
+    async def _connect_watchdog(self, pc: RTCPeerConnection, connected: asyncio.Event) -> None:
         timeout = self.config.server.connect_timeout_s
         try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
+            await asyncio.wait_for(connected.wait(), timeout)
         except TimeoutError:
+            if pc is not self._pc:
+                return  # replaced by a restart, which has its own watchdog
             self.log.warning("peer did not connect within %.0f s", timeout)
             self.metrics.session_errors.labels(reason="connect_timeout").inc()
             await self.close(reason="connect_timeout")
@@ -225,6 +296,8 @@ class Session:
         try:
             try:
                 await self.behaviour.aclose()
+                if self._app is not None and self._pc.connectionState == "connected":
+                    await self._app.aclose()  # a goodbye only to a peer that is still there
             finally:
                 await self.tasks.cancel_all(keep=asyncio.current_task())
                 self._audio_out.stop()

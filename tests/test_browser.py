@@ -7,8 +7,6 @@ there), so Firefox support is checked by hand only (README).
 
 from __future__ import annotations
 
-import shutil
-import wave
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 
 from rtc_server.engine_set import Engines
+from testkit.browser import CHROMIUM, chromium_args, write_wav
 from testkit.speech import synth
 from tests.support.server import running_server
 
@@ -25,16 +24,6 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
 
 pytestmark = [pytest.mark.webrtc, pytest.mark.browser]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-def write_wav(path: Path, pcm: np.ndarray, rate: int) -> None:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm.astype(np.int16).tobytes())
-
 
 @asynccontextmanager
 async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[Page]:
@@ -51,17 +40,7 @@ async def browser_page(tmp_path: Path, said: str) -> AsyncIterator[Page]:
     write_wav(wav, pcm, 16000)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}%noloop",
-                "--autoplay-policy=no-user-gesture-required",
-                "--allow-loopback-in-peer-connection",
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            ],
+            executable_path=CHROMIUM, headless=True, args=chromium_args(wav)
         )
         try:
             page = await browser.new_page()

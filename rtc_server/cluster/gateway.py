@@ -41,6 +41,7 @@ from rtc_server.cluster.serving import listening, url_for
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token
 from rtc_server.config import Config
 from rtc_server.page import signaling_settings
+from signaling.cors import cors_middleware
 from signaling.errors import AtCapacity, SessionNotFound, SignalingError
 from signaling.http import (
     SETTINGS_KEY,
@@ -125,7 +126,8 @@ class Gateway:
 
     def build_app(self) -> web.Application:
         settings = signaling_settings(self.config, portrait_upload=False)
-        app = web.Application(middlewares=[json_errors, bearer_auth],
+        app = web.Application(middlewares=[cors_middleware(settings.cors_origins), json_errors,
+                                           bearer_auth],
                               client_max_size=settings.max_body_bytes)
         app[SETTINGS_KEY] = settings
         add_page_routes(app, STATIC_DIR)

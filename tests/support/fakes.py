@@ -12,12 +12,15 @@ an ASR that hands out the test's own streams, an executor that runs inline.
   `closed_early` (and sets `closed`);
 - `FakeASR(make_stream)`: `open()` returns a new `make_stream()` and keeps it in `streams`;
 - `InlineExecutor`: `submit` runs the call at once (no threads; results and errors go to the
-  awaiting coroutine as a thread pool's would).
+  awaiting coroutine as a thread pool's would);
+- `FakeChannel`: an open data channel as the RTVI adapter uses it: `sent` keeps what the
+  server sent (`messages()` parsed), `receive(data)` is the client sending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any, Generic, TypeVar
@@ -119,3 +122,31 @@ class InlineExecutor(Executor):
         except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
             future.set_exception(exc)
         return future
+
+
+class FakeChannel:
+    label = "chat"
+
+    def __init__(self, state: str = "open") -> None:
+        self.readyState = state
+        self.bufferedAmount = 0
+        self.bufferedAmountLowThreshold = 0
+        self.sent: list[str | bytes] = []
+        self._handlers: dict[str, Callable[..., Any]] = {}
+
+    def on(self, event: str, handler: Callable[..., Any]) -> Callable[..., Any]:
+        self._handlers[event] = handler
+        return handler
+
+    def open(self) -> None:
+        self.readyState = "open"
+        self._handlers["open"]()
+
+    def send(self, data: str | bytes) -> None:
+        self.sent.append(data)
+
+    def receive(self, data: str | bytes) -> None:
+        self._handlers["message"](data)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [json.loads(m) for m in self.sent]
