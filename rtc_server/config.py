@@ -23,6 +23,7 @@ from engines.vad.config import VadConfig
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
+from rtc_server.language import ConversationConfig, localize
 from signaling.turn_credentials import RelayConfig
 
 Mode = Literal["agent", "echo"]
@@ -179,16 +180,18 @@ class Config:
     relay: RelayConfig = field(default_factory=RelayConfig)
     # Scale-out: role of this process, the Redis directory (rtc_server/cluster/).
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    # The conversation's language: "zh" switches ASR, persona, voice, phrases (language.py).
+    conversation: ConversationConfig = field(default_factory=ConversationConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:
     """Defaults, overlaid by the TOML file at `path` if given."""
     if path is None:
-        return Config()
+        return localize(Config())
     try:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    return from_dict(Config, data)
+    return localize(from_dict(Config, data))
