@@ -7,7 +7,9 @@ each chunk normalized and synthesized (`engines.voicing.speak`). Per voice:
 
 - `first ms`: p50/p95 of the first chunk's synthesis (the part of an answer's first audio the
   voice adds after the chunk is cut);
-- `rtf`: synthesis time over audio length, the whole sentence (p50 over sentences);
+- `rtf`: synthesis time over audio length, the whole sentence (p50 over sentences); `cpu`:
+  the process's CPU time over audio length (all threads together): on a machine shared with
+  other work the wall time says how busy it was, the CPU time what the voice costs;
 - `wer` / `cer`: the sentence's audio at 16 kHz through Whisper base (`[asr]` defaults, the
   language given), the transcript and the reference both normalized for speech and in
   Simplified characters (`testkit.sentences.spoken_reference`), corpus rate.
@@ -55,6 +57,7 @@ class VoiceResult:
     load_s: float
     first_ms: list[float] = field(default_factory=list)
     rtf: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
     audio_s: float = 0.0
     refs: list[str] = field(default_factory=list)
     hyps: list[str] = field(default_factory=list)
@@ -82,9 +85,10 @@ def run_voice(voice: str, args: argparse.Namespace, runner: dict[str, object]) -
         pcm: list[np.ndarray] = []
         took = 0.0
         for i, chunk in enumerate(SpokenChunks().all(text)):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             speech = speak(tts, chunk)
             dt = time.perf_counter() - t0
+            result.cpu_s += time.process_time() - c0
             took += dt
             if i == 0:
                 result.first_ms.append(dt * 1000)
@@ -134,9 +138,9 @@ def main() -> int:
         f"# tts: {platform.processor() or platform.machine()}, threads={args.threads} "
         f"sessions={args.sessions} opt={args.optimization} "
         f"max_tokens={args.max_tokens}, {args.sentences} sentences per voice",
-        "| voice | lang | load s | first chunk ms p50 / p95 | rtf p50 / p95 | audio s | "
-        "WER / CER |",
-        "|---|---|---|---|---|---|---|",
+        "| voice | lang | load s | first chunk ms p50 / p95 | rtf p50 / p95 | cpu s / audio s "
+        "| audio s | WER / CER |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         rate = "—" if np.isnan(r.error_rate) else f"{r.error_rate * 100:.1f}%"
@@ -144,7 +148,7 @@ def main() -> int:
         lines.append(
             f"| {r.voice} | {r.language} | {r.load_s:.1f} | {pct(r.first_ms, 0.5):.0f} / "
             f"{pct(r.first_ms, 0.95):.0f} | {pct(r.rtf, 0.5):.2f} / {pct(r.rtf, 0.95):.2f} | "
-            f"{r.audio_s:.0f} | {kind} {rate} |"
+            f"{r.cpu_s / max(r.audio_s, 1e-3):.2f} | {r.audio_s:.0f} | {kind} {rate} |"
         )
     if args.show:
         for r in results:
@@ -152,6 +156,7 @@ def main() -> int:
                 if ref.replace(" ", "") != hyp.replace(" ", ""):
                     lines.append(f"{r.voice}: {ref!r} -> {hyp!r}")
     raw = [{"voice": r.voice, "language": r.language, "first_ms": r.first_ms, "rtf": r.rtf,
+            "cpu_s": r.cpu_s, "audio_s": r.audio_s,
             "error_rate": r.error_rate, "refs": r.refs, "hyps": r.hyps} for r in results]
     return publish("\n".join(lines), raw, args.json)
 
