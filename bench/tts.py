@@ -133,7 +133,12 @@ def main() -> int:
 
         for lang in ("en", "zh"):
             runner[lang] = WhisperModelRunner(AsrConfig(language=lang, cpu_threads=2))
-    results = [run_voice(v, args, runner) for v in args.voices]
+    results = []
+    for voice in args.voices:
+        results.append(run_voice(voice, args, runner))
+        r = results[-1]
+        print(f"{voice}: rtf p50 {pct(r.rtf, 0.5):.2f}, cpu {r.cpu_s / max(r.audio_s, 1e-3):.2f} "
+              f"s/s, error {r.error_rate:.3f}", file=sys.stderr, flush=True)
     lines = [
         f"# tts: {platform.processor() or platform.machine()}, threads={args.threads} "
         f"sessions={args.sessions} opt={args.optimization} "

@@ -21,7 +21,8 @@ Prints p50/p95 tables (markdown) over the questions.
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms.
+--check-ahead, --runway-ms. `--language zh` runs the Chinese conversation (`[conversation]
+language = "zh"`) on Mandarin questions spoken by a Kokoro voice (`testkit.sentences`).
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 """
@@ -62,6 +63,7 @@ from testkit.pauses import (  # noqa: E402
     paused_question,
 )
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from testkit.sentences import ZH_QUESTIONS  # noqa: E402
 from testkit.speech import synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
@@ -78,7 +80,8 @@ def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | No
     lead = np.zeros(int(16000 * LEAD_S), np.int16)
     if isinstance(question, PausedSpeech):
         return np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
-    speech = synth(question, engine="piper")
+    zh = any("\u4e00" <= ch <= "\u9fff" for ch in question)
+    speech = synth(question, "kokoro", voice="zm_yunxi") if zh else synth(question, "piper")
     first, last = voiced_bounds(speech)
     return np.concatenate([lead, speech[first:last]]), None
 
@@ -131,21 +134,24 @@ async def one_question(
 
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
-    turn: Table,
+    turn: Table, language: str = "en",
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn)
+    config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config):
-        return await ask_all(n, f"http://127.0.0.1:{port}", paused)
+        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language)
 
 
-async def ask_all(n: int, url: str, paused: bool) -> list[Result]:
+async def ask_all(n: int, url: str, paused: bool, language: str = "en") -> list[Result]:
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
     results = []
     # one warm-up turn (first-call costs of every model), not counted
-    await one_question(url, "Hello, how are you?", meter)
-    questions: list[str | PausedSpeech] = list((QUESTIONS * 2)[:n])
+    await one_question(url, "你好，最近怎么样？" if language == "zh" else "Hello, how are you?",
+                       meter)
+    asked = ZH_QUESTIONS if language == "zh" else QUESTIONS
+    questions: list[str | PausedSpeech] = list((asked * 2)[:n])
     if paused:
         questions = [paused_question(*PAUSE_QUESTIONS[k % len(PAUSE_QUESTIONS)],
                                      0.5 + 0.1 * (k % 5)) for k in range(n)]
@@ -169,7 +175,7 @@ def _options(args: argparse.Namespace) -> str:
              "--partial-interval-s": args.partial_interval_s, "--asr-threads": args.asr_threads,
              "--lead-ms": args.lead_ms,
              "--runway-ms": args.runway_ms, "--burst-tokens": args.burst_tokens,
-             "--check-ahead": args.check_ahead}
+             "--check-ahead": args.check_ahead, "--language": args.language}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -240,6 +246,8 @@ def main() -> int:
     parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
+    parser.add_argument("--language", choices=("en", "zh"), default=None,
+                        help="conversation.language (zh: Mandarin questions, Kokoro voice)")
     args = parser.parse_args()
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
@@ -259,7 +267,8 @@ def main() -> int:
     asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
     asr = {key: value for key, value in asr_options.items() if value is not None}
     results = asyncio.run(
-        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr, turn)
+        run(args.questions, args.port, args.set == "paused", agent, llm, vad, asr, turn,
+            args.language or "en")
     )
     return publish(report(results, args), results, args.json)
 

@@ -21,14 +21,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engines.tts.kokoro import DEFAULT_VOICES as KOKORO_VOICES
 from rtc_server.errors import ConfigError
 
 if TYPE_CHECKING:
     from rtc_server.config import Config
 
 LANGUAGES = ("en", "zh")
-# Kokoro's default voice per language, measured with bench/tts.py (bench/RESULTS.md, tts).
-KOKORO_VOICES = {"en": "af_heart", "zh": "zf_xiaoyi"}
 _CHINESE = {
     "agent_name": "小艾",
     "greeting": "你好，我是小艾。你想聊些什么？",

@@ -74,3 +74,28 @@ ZH_MIXED = (
 def spoken_reference(text: str) -> str:
     """`text` in the form the scoring compares (see the module docstring)."""
     return to_simplified(normalize(text))
+
+# Questions a user asks the Chinese agent (bench/voice_to_voice.py --language zh), spoken by a
+# Kokoro voice other than the agent's (zm_yunxi).
+ZH_QUESTIONS = (
+    "中国的首都是哪里？",
+    "一年有几个月？",
+    "太阳系中最大的行星是什么？",
+    "今天天气怎么样？",
+    "你能给我讲个笑话吗？",
+    "水在多少度沸腾？",
+    "世界上最高的山是哪座？",
+    "你叫什么名字？",
+    "怎么学好中文？",
+    "你喜欢什么运动？",
+    "一小时有多少分钟？",
+    "长城有多长？",
+    "熊猫吃什么？",
+    "你能推荐一本好书吗？",
+    "地球离太阳有多远？",
+    "上海有什么好玩的地方？",
+    "怎样才能睡得更好？",
+    "你会说英语吗？",
+    "春节是什么时候？",
+    "谢谢你，再见！",
+)

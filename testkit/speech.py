@@ -15,7 +15,7 @@ For tests and benchmarks of every stage that needs spoken input (ASR, VAD, face)
   loudest), the truth for where speech starts and ends.
 
 `voice` is a piper `.onnx` path (None = joe), an espeak-ng voice name such as "en-gb+f3"
-(None = "en-us") or a Kokoro voice (None = zf_xiaoyi; "zm_yunxi" asks a question in Mandarin,
+(None = "en-us") or a Kokoro voice (None = zm_yunxia; "zm_yunxi" asks a question in Mandarin,
 "af_heart" in English; Kokoro gives no phoneme timings, so its `Speech.phonemes` is empty);
 `pitch` (0..100) exists only for espeak. Results are cached under
 `engines.cache.cache_dir("test-speech")`, keyed by every argument, so repeated runs cost nothing;

@@ -27,7 +27,7 @@ def _config(tmp_path: Path, text: str) -> Path:
 def test_one_key_switches_the_conversation_to_chinese(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path, '[conversation]\nlanguage = "zh"\n'))
     assert config.asr.language == "zh" and config.llm.language == "zh"
-    assert config.tts.engine == "kokoro" and config.tts.voice == "zf_xiaoyi"
+    assert config.tts.engine == "kokoro" and config.tts.voice == "zm_yunxia"
     for text in (config.agent.greeting, config.agent.apology, config.llm.apology,
                  config.llm.holding_phrase, config.llm.agent_name):
         assert has_cjk(text) and to_simplified(text) == text, text

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", default="out.wav", help="WAV file to write")
     parser.add_argument("--engine", default="piper", choices=["piper", "kokoro", "espeak"])
     parser.add_argument("--voice", default=None,
-                        help="piper .onnx path, Kokoro voice (zf_xiaoyi, af_heart, ...) or "
+                        help="piper .onnx path, Kokoro voice (zm_yunxia, af_heart, ...) or "
                         "espeak voice name")
     parser.add_argument("--speed", type=float, default=1.0)
     parser.add_argument("--pitch", type=int, default=50, help="espeak only, 0..100")

@@ -29,7 +29,7 @@ class TTSConfig:
     threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
     # on shared cores and scales across concurrent sessions
     # --- kokoro ---
-    voice: str | None = None  # Kokoro voice, one of its 54 (None = zf_xiaoyi; see README)
+    voice: str | None = None  # Kokoro voice, one of its 54 (None: zm_yunxia, af_heart by language)
     # onnxruntime threads per Kokoro call (0 = all cores): 2 took a clause from RTF 0.55 to
     # 0.34 on 2 AVX-512 cores, idle (bench/RESULTS.md, tts)
     kokoro_threads: int = 2

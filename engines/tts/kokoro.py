@@ -49,7 +49,7 @@ MAX_TOKENS = 510  # the voices' style rows: a call takes at most this many phone
 # ja, espeak for es/fr/hi/it/pt) this project does not ship or has not measured.
 LANGUAGE_OF = {"z": "zh", "a": "en-us", "b": "en-gb"}
 # The default voices, chosen by how well Whisper base reads them back (bench/RESULTS.md, tts).
-DEFAULT_VOICES = {"zh": "zf_xiaoyi", "en": "af_heart"}
+DEFAULT_VOICES = {"zh": "zm_yunxia", "en": "af_heart"}
 DEFAULT_VOICE = DEFAULT_VOICES["zh"]
 SPOKEN_VOICES = tuple(v for v in VOICES if v[0] in LANGUAGE_OF)
 OPTIMIZATION = ("disable", "basic", "extended", "all")
