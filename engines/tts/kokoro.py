@@ -18,8 +18,8 @@ model call each, with the voice's style row for that length.
   sentence; each piece is trimmed to 30 ms before and 250 ms after. (Capping those durations
   inside the graph saved their synthesis but blurred the first word: bench/RESULTS.md.)
 - Loaded once per process and shared: onnxruntime sessions may run concurrently. With
-  `sessions` > 1 each call takes the next free session (one per core: two sessions' calls
-  ran side by side where one session's intra-op threads would wait for each other).
+  `sessions` > 1 each call takes the next free session (e.g. one per core with `threads` 1,
+  for many concurrent sessions; not measured yet, bench/RESULTS.md section tts).
 - Input with nothing to say (emoji, marks only) yields nothing and logs it; a piece the model
   fails on raises `TTSError`.
 """
@@ -48,7 +48,8 @@ MAX_TOKENS = 510  # the voices' style rows: a call takes at most this many phone
 # The voice's first letter -> the G2P language; the other Kokoro languages need G2Ps (misaki
 # ja, espeak for es/fr/hi/it/pt) this project does not ship or has not measured.
 LANGUAGE_OF = {"z": "zh", "a": "en-us", "b": "en-gb"}
-# The default voices, chosen by how well Whisper base reads them back (bench/RESULTS.md, tts).
+# The default voices: Mandarin chosen by how well Whisper base reads the 8 back (bench/RESULTS.md,
+# tts); English is Kokoro's reference voice, not yet compared with the others there.
 DEFAULT_VOICES = {"zh": "zm_yunxia", "en": "af_heart"}
 DEFAULT_VOICE = DEFAULT_VOICES["zh"]
 SPOKEN_VOICES = tuple(v for v in VOICES if v[0] in LANGUAGE_OF)

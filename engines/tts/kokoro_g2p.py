@@ -20,6 +20,7 @@ phoneme string the model reads (only symbols of its vocabulary, punctuation as A
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import unicodedata
@@ -94,9 +95,11 @@ class KokoroG2P:
         self._zh: Callable[[str], str] | None = None
         if language == "zh":
             try:
+                import jieba
                 from misaki.zh import ZHG2P
             except ImportError as exc:  # pragma: no cover - depends on installed extras
                 raise ModelLoadError("Mandarin needs misaki[zh]==0.9.4 (extra `tts`)") from exc
+            jieba.setLogLevel(logging.WARNING)  # its own handler prints 4 lines at load
             zh = ZHG2P()  # v1.0 phonemes (no `version`): IPA with tone arrows
             self._zh = lambda text: str(zh(text)[0])
             with self._lock:
