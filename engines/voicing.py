@@ -16,7 +16,8 @@ renderer (`python -m media.avatar render`), so one text gives the same lips in b
   answer starts from the neutral face and flows across its chunks); the backward pass
   starts fresh;
 - `word_starts(speech)`: where its words begin (s), the points an interrupted answer can
-  resume from.
+  resume from: after each pause of its phoneme timings, or, for a voice that gives none
+  (Kokoro), after each pause in its audio.
 
 The face model call itself is not here: live it may be batched across sessions.
 """
@@ -38,7 +39,7 @@ from engines.text.chunker import (
 )
 from engines.text.normalize import normalize
 from engines.text.spoken import SpokenFilter
-from engines.tts.base import TTS, Speech, join_speech, trim_silence
+from engines.tts.base import QUIET_FLOOR, TTS, Speech, join_speech, trim_silence
 from engines.tts.phonemes import SILENCE
 
 
@@ -119,10 +120,42 @@ def lips(offsets: np.ndarray, smoother: KalmanSmoother | None, fps: int) -> np.n
     return resample_frames(offsets, FACE_FPS, fps)
 
 
+# A voice without timings: a quiet stretch this long is a pause between words or clauses
+# (Kokoro's gaps between Chinese words are 40-80 ms; a syllable's closure is shorter).
+PAUSE_MS = 40.0
+
+
 def word_starts(speech: Speech) -> tuple[float, ...]:
-    """Start times (s) of the words: 0 and the end of every gap between phonemes."""
+    """Start times (s) of the words: 0 and the end of every gap between phonemes (or, with
+    no phoneme timings, of every pause in the audio)."""
     starts = [0.0]
+    if not speech.phonemes:
+        return tuple([*starts, *audio_pause_ends(speech.pcm, speech.sample_rate)])
     for p in speech.phonemes:
         if p.phoneme == SILENCE and p.end_ms / 1000 < speech.duration_s:
             starts.append(p.end_ms / 1000)
     return tuple(sorted(set(starts)))
+
+
+def audio_pause_ends(pcm: np.ndarray, sample_rate: int) -> list[float]:
+    """Where sound resumes (s) after each quiet stretch of at least `PAUSE_MS` (10 ms
+    frames 40 dB under the loudest, or under `trim_silence`'s floor), the audio's start and
+    end excluded."""
+    frame = max(sample_rate // 100, 1)
+    n = len(pcm) // frame
+    if n == 0:
+        return []
+    frames = pcm[: n * frame].astype(np.float32).reshape(n, frame)
+    rms = np.sqrt(np.mean(frames * frames, axis=1))
+    # 40 dB under the loudest frame: Kokoro's pause between clauses keeps a faint breath
+    loud = rms > max(QUIET_FLOOR, 0.01 * float(rms.max()))
+    ends: list[float] = []
+    quiet_run, seen_sound = 0, False
+    for i, is_loud in enumerate(loud):
+        if not is_loud:
+            quiet_run += 1
+            continue
+        if seen_sound and quiet_run * 10 >= PAUSE_MS:
+            ends.append(i * frame / sample_rate)
+        quiet_run, seen_sound = 0, True
+    return ends

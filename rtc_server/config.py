@@ -23,6 +23,7 @@ from engines.vad.config import VadConfig
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
+from rtc_server.language import ConversationConfig, localize
 from rtc_server.rtvi.config import EmbedConfig
 from signaling.turn_credentials import RelayConfig
 
@@ -213,16 +214,18 @@ class Config:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     # Apps embedding through Pipecat's SDKs: CORS, RTVI limits (rtc_server/rtvi/).
     embed: EmbedConfig = field(default_factory=EmbedConfig)
+    # The conversation's language: "zh" switches ASR, persona, voice, phrases (language.py).
+    conversation: ConversationConfig = field(default_factory=ConversationConfig)
 
 
 def load_config(path: str | Path | None = None) -> Config:
     """Defaults, overlaid by the TOML file at `path` if given."""
     if path is None:
-        return Config()
+        return localize(Config())
     try:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    return from_dict(Config, data)
+    return localize(from_dict(Config, data))

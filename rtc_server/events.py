@@ -53,7 +53,8 @@ class Transcript:
 
 @dataclass(frozen=True)
 class AgentText:
-    """A chunk of the agent's answer as it is spoken; `final` marks the turn's last chunk."""
+    """A chunk of the agent's answer as it is spoken, exactly as cut (its spaces kept: the
+    chunks concatenated are the answer); `final` marks the turn's last chunk."""
 
     type: ClassVar[str] = "agent_text"
     turn_id: int

@@ -1,6 +1,9 @@
 """When a sentence of the answer may start speaking: not before its decoded words, spoken at
 the voice's rate, carry the voice to the sentence's end while the rest is decoded.
 
+Lengths are the chunker's (`chunk_size`: stripped characters, a Chinese character counting 3,
+about one short English word), as the calibration's rates are.
+
 The LLM writes at `r` characters a second (measured live on this answer once a few tokens are
 in; before that the profile's calibrated estimate, `Pace.decode_chars_per_s`), the voice says
 `v` a second (`Pace.speaking_chars_per_s`) and needs `lag` to synthesize the next piece. A
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engines.text.chunker import chunk_size
 from engines.voicing import SpokenChunks, ends_sentence
 from rtc_server.profile import Pace
 
@@ -48,7 +52,7 @@ class Pacing:
         if self._first_at is None:
             self._first_at = now
             return
-        self._chars += len(text)
+        self._chars += chunk_size(text)
 
     @property
     def rate(self) -> float | None:
@@ -126,7 +130,7 @@ class SentenceGate:
         return ["".join(held + rest)] if held else rest
 
     def _decoded(self) -> int:
-        return sum(len(c) for c in self._held) + self._chunks.pending_size
+        return sum(chunk_size(c) for c in self._held) + self._chunks.pending_size
 
     def _may_start(self) -> bool:
         return not self._hold or self._pacing.may_start(self._decoded())

@@ -24,7 +24,7 @@ from rtc_server.engine_set import Engines
 class Voiced:
     """One chunk of the answer, ready to play: its audio and its lips, frame for frame."""
 
-    text: str
+    text: str  # the chunk exactly as cut from the answer (trailing whitespace kept)
     pcm: np.ndarray  # int16 mono at `sample_rate`
     sample_rate: int
     offsets: np.ndarray  # [T, 68, 2] landmark offsets at the video's fps
@@ -62,4 +62,6 @@ class Voice:
             on_audio()
         raw = await engines.animate(speech.pcm, speech.sample_rate)
         offsets = lips(raw, smoother, self._fps)
-        return Voiced(text.strip(), speech.pcm, speech.sample_rate, offsets, word_starts(speech))
+        # The chunk as written, its spaces kept: the page and the history join chunks as they
+        # are (a space between two chunks is the first one's; Chinese has none).
+        return Voiced(text, speech.pcm, speech.sample_rate, offsets, word_starts(speech))

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from engines.text.heard import heard_prefix
 from media.playout import Playout
 from rtc_server.speaker import Voice, Voiced
 from rtc_server.tasks import TaskSet
@@ -212,18 +213,17 @@ class Turn:
         return {s: round((self.marks[s] - zero) * 1000.0, 1) for s in ordered}
 
     def heard_text(self) -> str:
-        """The answer up to where playback stopped (whole words, proportional in a chunk)."""
-        words: list[str] = []
+        """The answer up to where playback stopped: the chunks as written, the one cut in
+        proportionally, whole words (a Chinese character is one; `heard_prefix`)."""
+        parts: list[str] = []
         for chunk in self.chunks:
-            chunk_words = chunk.text.split()
             if chunk.heard_s >= chunk.duration_s - _FULLY_PLAYED_SLACK_S:
-                words.extend(chunk_words)
+                parts.append(chunk.text)
                 continue
             if chunk.heard_s > 0:
-                words.extend(chunk_words[: int(len(chunk_words) * chunk.heard_s
-                                               / chunk.duration_s)])
+                parts.append(heard_prefix(chunk.text, chunk.heard_s / chunk.duration_s))
             break
-        return " ".join(words)
+        return "".join(parts).strip()
 
     # --- the work ---------------------------------------------------------------------------
 

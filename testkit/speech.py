@@ -2,7 +2,8 @@
 
 For tests and benchmarks of every stage that needs spoken input (ASR, VAD, face):
 
-- `synth(text, engine="piper"|"espeak", sample_rate=16000, voice=None, speed=1.0, pitch=None)`
+- `synth(text, engine="piper"|"espeak"|"kokoro", sample_rate=16000, voice=None, speed=1.0,
+  pitch=None)`
   -> int16 mono PCM at `sample_rate` (resampled with soxr);
 - `synth_with_timings(...)` -> `engines.tts.Speech` with the same PCM and phoneme timings (ms,
   following `engines.tts.phonemes`; times are scaled so the last phoneme ends with the audio);
@@ -13,8 +14,10 @@ For tests and benchmarks of every stage that needs spoken input (ASR, VAD, face)
 - `voiced_bounds(pcm)` -> first and last voiced sample (10 ms frames within 40 dB of the
   loudest), the truth for where speech starts and ends.
 
-`voice` is a piper `.onnx` path (None = joe) or an espeak-ng voice name such as "en-gb+f3"
-(None = "en-us"); `pitch` (0..100) exists only for espeak. Results are cached under
+`voice` is a piper `.onnx` path (None = joe), an espeak-ng voice name such as "en-gb+f3"
+(None = "en-us") or a Kokoro voice (None = zm_yunxia; "zm_yunxi" asks a question in Mandarin,
+"af_heart" in English; Kokoro gives no phoneme timings, so its `Speech.phonemes` is empty);
+`pitch` (0..100) exists only for espeak. Results are cached under
 `engines.cache.cache_dir("test-speech")`, keyed by every argument, so repeated runs cost nothing;
 voices load once per process.
 """
@@ -34,7 +37,7 @@ import numpy as np
 from engines.cache import cache_dir
 from engines.tts.base import TTS, PhonemeTiming, Speech, join_speech, resample_speech
 
-Engine = Literal["piper", "espeak"]
+Engine = Literal["piper", "espeak", "kokoro"]
 Noise = Literal["white", "babble"]
 P = ParamSpec("P")
 _CACHE_VERSION = 2  # bump when the engines' output format or the cache layout changes
@@ -61,6 +64,12 @@ def _engine(engine: Engine, voice: str | None, speed: float, pitch: int | None) 
         from engines.tts.espeak import EspeakTTS
 
         return EspeakTTS(voice or "en-us", speed=speed, pitch=pitch)
+    if engine == "kokoro":
+        if pitch is not None:
+            raise ValueError("pitch is only supported by the espeak engine")
+        from engines.tts.kokoro import DEFAULT_VOICE, KokoroTTS
+
+        return KokoroTTS(voice or DEFAULT_VOICE, speed=speed)
     raise ValueError(f"unknown engine {engine!r}")
 
 

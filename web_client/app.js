@@ -96,7 +96,8 @@
       }
       case "agent_text": {
         const li = line(ev.turn_id, "agent");
-        li.textContent = (li.textContent ? `${li.textContent} ` : "") + ev.text;
+        // Chunks arrive exactly as written, spaces included (none between Chinese words).
+        li.textContent = (li.textContent + ev.text).trimStart();
         break;
       }
       case "timings": showTimings(ev.marks_ms); break;

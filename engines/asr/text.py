@@ -1,4 +1,5 @@
-"""Transcript text helpers: Whisper restart trimming, piece joining, word error rate."""
+"""Transcript text helpers: Whisper restart trimming, piece joining, word and character error
+rates (WER for English, CER for Chinese: characters, punctuation and spaces left out)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,19 @@ def word_error_rate(refs: list[str], hyps: list[str]) -> float:
         edits += edit_distance(r, normalize_words(hyp))
         words += len(r)
     return edits / max(words, 1)
+
+
+def normalize_chars(text: str) -> list[str]:
+    """The letters and digits of `text` (lower-cased), one per item: Chinese is scored by
+    character, as it is written without spaces."""
+    return [ch for ch in text.lower() if ch.isalnum()]
+
+
+def char_error_rate(refs: list[str], hyps: list[str]) -> float:
+    """Corpus CER: total character edits over total reference characters."""
+    edits = chars = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r = normalize_chars(ref)
+        edits += edit_distance(r, normalize_chars(hyp))
+        chars += len(r)
+    return edits / max(chars, 1)

@@ -37,6 +37,7 @@ from engines.asr.errors import AsrModelLoadError
 from engines.asr.model_files import resolve_whisper_model
 from engines.asr.text import SENTENCE_END, trim_restart
 from engines.progress import load_step
+from engines.text.zh_script import to_simplified
 
 logger = logging.getLogger(__name__)
 
@@ -199,4 +200,6 @@ class WhisperModelRunner:
             return ""
         if decoded.text.strip() in self._prompt_texts:
             return ""  # Whisper read its own initial prompt back (seen on unclear Chinese)
+        if decoded.language == "zh":  # the prompt steers to Simplified; this makes sure
+            return to_simplified(decoded.text)
         return decoded.text

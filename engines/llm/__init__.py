@@ -23,13 +23,15 @@ __all__ = [
 
 def temperature_of(config: LLMConfig) -> float:
     """The configured temperature, or the persona's default (greedy for the bank)."""
-    return persona(config.persona).temperature if config.temperature is None else config.temperature
+    default = persona(config.persona, config.language).temperature
+    return default if config.temperature is None else config.temperature
 
 
 def build_prompt(config: LLMConfig) -> PromptBuilder:
     """Persona, facts (loaded and checked now: a bad file stops start-up, named)."""
     return PromptBuilder.for_persona(
-        config.persona, config.agent_name, config.knowledge, config.system_prompt
+        config.persona, config.agent_name, config.knowledge, config.system_prompt,
+        language=config.language,
     )
 
 
@@ -74,7 +76,7 @@ def create_llm(config: LLMConfig | None = None) -> ChatLLM:
     config = config or LLMConfig()
     prompt = build_prompt(config)
     engine = build_engine(config, prompt)
-    p = persona(config.persona)
+    p = persona(config.persona, config.language)
     only_known = p.known_figures_only if config.known_figures_only is None else (
         config.known_figures_only)
     if only_known and prompt.facts:

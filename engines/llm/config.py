@@ -45,6 +45,9 @@ class LLMConfig:
     context_tokens: int = 4096
     cuda_graphs: bool = True  # "transformers" on CUDA: graph-captured decoding (else eager)
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
+    # The personas' language: "en", or "zh" (Chinese prompts and example knowledge files,
+    # engines.llm.personas_zh; set by `[conversation] language`)
+    language: str = "en"
     system_prompt: str | None = None  # replaces the persona's prompt when set
     agent_name: str = "Ava"  # the name the personas introduce themselves with
     # The deployment's facts (Markdown or text); None = the persona's example file (bank,
@@ -79,6 +82,8 @@ class LLMConfig:
     answer_cache_threshold: float = 88.0  # rapidfuzz score (0..100) to accept a cached answer
 
     def __post_init__(self) -> None:
+        if self.language not in ("en", "zh"):
+            raise InvalidInputError(f"unknown llm language {self.language!r} (en, zh)")
         if self.engine not in ENGINES:
             raise InvalidInputError(f"unknown llm engine {self.engine!r} ({', '.join(ENGINES)})")
         if min(self.threads or 0, self.batch_threads or 0, self.burst_tokens or 0) < 0:

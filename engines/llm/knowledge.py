@@ -60,7 +60,7 @@ def fact_lines(text: str) -> str:
         body = " ".join(r.strip().lstrip("-*• ").strip() for r in rows if r.strip())
         if heading and not body:
             lines.append(f"- {heading}")  # a title alone (the bank's name) is a fact too
-        for sentence in re.split(r"(?<=[.!?。！？])\s+", body):
+        for sentence in re.split(r"(?<=[.!?])\s+|(?<=[。！？])\s*", body):
             if sentence.strip():
                 lines.append(f"- {heading}: {sentence.strip()}" if heading else f"- {sentence}")
     return "\n".join(lines)

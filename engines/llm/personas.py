@@ -10,6 +10,10 @@ facts one per line, the rules before and after them, a few worked examples from 
 domain (so no example figure can leak into an answer), and a one-line reminder with every
 question (`Persona.reminder`, added by `engines.llm.prompt`).
 
+Every persona exists in English and in Chinese (`engines.llm.personas_zh`, `[llm] language =
+"zh"`: the same rules, written in Chinese, and Chinese example knowledge files), picked by
+`persona(name, language)`.
+
 Each persona has its default sampling temperature (greedy for the bank: an answer about
 money must not vary) and, for `bank` and `tutor`, an example knowledge file shipped in
 `engines/llm/knowledge/`.
@@ -35,14 +39,29 @@ class Persona:
     unknown: str  # said instead of a figure the facts do not hold (engines.llm.grounding)
     known_figures_only: bool  # the default of `[llm] known_figures_only`
     examples: tuple[tuple[str, str, str], ...] = ()  # (what the FACTS say, question, answer)
+    language: str = "en"  # the language of its texts (LANGUAGES)
 
     @property
     def reminder(self) -> str:
         """The line that rides with every question when the deployment has facts."""
-        return (
-            f"(If this is about {self.scope.split(',')[0]}, answer only from the FACTS; if "
-            "they do not say, say you don't have that information.)"
-        )
+        return templates(self.language).reminder.format(scope=self.scope.split(",")[0])
+
+
+@dataclass(frozen=True)
+class Templates:
+    """A language's shared prompt texts ({name}, {scope}, {fallback} filled in)."""
+
+    spoken: str
+    identity: str
+    grounding: str
+    no_facts: str
+    reminder: str
+    retrieved: str  # said when the facts come with each question
+    examples: str  # the heading of the worked examples
+    shot: str  # one worked example: {said}, {question}, {answer}
+
+
+LANGUAGES = ("en", "zh")
 
 
 _SPOKEN = (
@@ -64,6 +83,17 @@ _NO_FACTS = (
     "You have no information about {scope}. If asked about such things, say you don't have "
     "that information and {fallback}. Never invent times, prices, fees, rates, addresses, "
     "phone numbers, dates or names."
+)
+
+ENGLISH = Templates(
+    spoken=_SPOKEN, identity=_IDENTITY, grounding=_GROUNDING, no_facts=_NO_FACTS,
+    reminder=(
+        "(If this is about {scope}, answer only from the FACTS; if they do not say, say you "
+        "don't have that information.)"
+    ),
+    retrieved="The FACTS that may answer a question come with it.",
+    examples="Examples of good answers:",
+    shot="(The FACTS say {said}.) Customer: {question}\n{{name}}: {answer}",
 )
 
 PERSONAS: dict[str, Persona] = {
@@ -135,36 +165,52 @@ PERSONAS: dict[str, Persona] = {
 }
 
 
-def persona(name: str) -> Persona:
-    if name not in PERSONAS:
-        raise InvalidInputError(f"unknown persona {name!r} ({', '.join(PERSONAS)})")
-    return PERSONAS[name]
+def _table(language: str) -> tuple[dict[str, Persona], Templates]:
+    if language == "en":
+        return PERSONAS, ENGLISH
+    if language == "zh":
+        from engines.llm.personas_zh import CHINESE, PERSONAS_ZH
+
+        return PERSONAS_ZH, CHINESE
+    raise InvalidInputError(f"unknown persona language {language!r} ({', '.join(LANGUAGES)})")
 
 
-def example_knowledge(name: str) -> Path | None:
+def templates(language: str) -> Templates:
+    return _table(language)[1]
+
+
+def persona(name: str, language: str = "en") -> Persona:
+    personas = _table(language)[0]
+    if name not in personas:
+        raise InvalidInputError(f"unknown persona {name!r} ({', '.join(personas)})")
+    return personas[name]
+
+
+def example_knowledge(name: str, language: str = "en") -> Path | None:
     """The knowledge file a persona uses when the config names none."""
-    file = persona(name).example_knowledge
+    file = persona(name, language).example_knowledge
     return KNOWLEDGE_DIR / file if file else None
 
 
 def system_prompt(
-    name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False
+    name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False,
+    language: str = "en",
 ) -> str:
     """The full system prompt of a ready persona: with the deployment's `facts` inline (one
     per line), or (`retrieved`) with the rule that the facts come with each question."""
-    p = persona(name)
+    p, t = persona(name, language), templates(language)
     grounded = bool(facts) or retrieved
-    rules = (_GROUNDING if grounded else _NO_FACTS).format(scope=p.scope, fallback=p.fallback)
-    text = " ".join([p.role, _IDENTITY, _SPOKEN, rules])
+    rules = (t.grounding if grounded else t.no_facts).format(scope=p.scope, fallback=p.fallback)
+    text = " ".join([p.role, t.identity, t.spoken, rules])
     if facts:
         # The rules again after the facts: a small model follows what it read last.
         text += f"\n\nFACTS:\n{facts.strip()}\nEND OF FACTS.\n\n{rules}"
     elif retrieved:
-        text += "\n\nThe FACTS that may answer a question come with it."
+        text += f"\n\n{t.retrieved}"
     if grounded and p.examples:
         shots = "\n".join(
-            f'(The FACTS say {said}.) Customer: {question}\n{{name}}: {answer}'
+            t.shot.format(said=said, question=question, answer=answer)
             for said, question, answer in p.examples
         )
-        text += f"\n\nExamples of good answers:\n{shots}"
+        text += f"\n\n{t.examples}\n{shots}"
     return text.replace("{name}", agent_name)

@@ -33,18 +33,24 @@ class PromptBuilder:
         agent_name: str = "Ava",
         knowledge: str | None = None,
         system_override: str | None = None,
+        language: str = "en",
     ) -> PromptBuilder:
-        """`knowledge`: a file path, "" for none, None for the persona's example file."""
-        path = example_knowledge(persona_name) if knowledge is None else (knowledge or None)
+        """`knowledge`: a file path, "" for none, None for the persona's example file (in
+        `language`, as the persona's texts)."""
+        path = (
+            example_knowledge(persona_name, language) if knowledge is None else (knowledge or None)
+        )
         facts = Knowledge.load(path) if path is not None else None
         inline = fact_lines(facts.text) if facts is not None and facts.inline else None
         if system_override:
             system = system_override + (f"\n\nFACTS:\n{inline}\nEND OF FACTS." if inline else "")
         else:
             retrieved = facts is not None and not facts.inline
-            system = system_prompt(persona_name, agent_name, inline, retrieved=retrieved)
+            system = system_prompt(
+                persona_name, agent_name, inline, retrieved=retrieved, language=language
+            )
         retriever = facts.index() if facts is not None and not facts.inline else None
-        reminder = persona(persona_name).reminder if facts is not None else None
+        reminder = persona(persona_name, language).reminder if facts is not None else None
         return cls(system, retriever, reminder, facts.text if facts is not None else "")
 
     def messages(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from engines.llm.errors import ModelLoadError
 from engines.llm.model_files import resolve_gguf
+from engines.text.chunker import chunk_size
 
 # A spoken question as a turn's prompt (about 40 tokens with the template's markup), and a
 # spoken answer for the tokenizer's characters per token (what the voice reads per token).
@@ -37,7 +38,7 @@ ANSWER_TEXTS = {
 class LlamaRates:
     prompt_tok_s: float  # prompt evaluation on `batch_threads`
     decode_tok_s: float  # greedy decoding on `threads`
-    chars_per_token: float  # of a spoken answer in the measured language
+    chars_per_token: float  # of a spoken answer in the measured language (`chunk_size` units)
 
 
 def measure_llama(
@@ -80,5 +81,5 @@ def measure_llama(
         llm.close()
     return LlamaRates(
         prompt_tok_s=len(prompt) / prompt_s, decode_tok_s=decode_tokens / decode_s,
-        chars_per_token=len(text) / max(tokens, 1),
+        chars_per_token=chunk_size(text) / max(tokens, 1),
     )

@@ -2,7 +2,9 @@
 
 `normalize_zh(text)` rewrites Arabic numbers inside Chinese text into characters:
 "2024年" -> "二零二四年" (years read digit by digit), "3.5" -> "三点五", "50%" -> "百分之五十",
-"¥100" / "$5" -> "一百元" / "五美元", "14:30" -> "十四点三十分", "1,234" -> "一千二百三十四".
+"¥100" / "$5" -> "一百元" / "五美元", "14:30" -> "十四点三十分", "1,234" -> "一千二百三十四",
+"2个" / "2小时" -> "两个" / "两小时" (a lone 2 before a measure word), and phone numbers, codes
+and other long digit strings digit by digit ("800 123 4567" -> "八零零 一二三 四五六七").
 """
 
 from __future__ import annotations
@@ -86,6 +88,15 @@ def number(text: str) -> str:
 
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+# Words that count things (and 点 for the hour): a lone 2 before them is read 两.
+_MEASURE = ("个|小时|天|周|星期|年|次|种|张|位|份|件|点|万|千|百|亿|岁|本|条|台|辆|家|名|分钟|倍|"
+            "只|双|层|节|门|所|项|笔|元|块|英镑|美元|欧元|公里|米|斤")
+
+
+def _digits(text: str) -> str:
+    return "".join(_DIGITS[int(c)] if c.isdigit() else c for c in text)
+
+
 _RULES: tuple[tuple[re.Pattern[str], object], ...] = (
     (
         re.compile(r"([¥￥$€£])\s?(" + _NUM + ")"),
@@ -93,6 +104,11 @@ _RULES: tuple[tuple[re.Pattern[str], object], ...] = (
     ),
     (re.compile(r"(" + _NUM + r")\s?[%％]"), lambda m: "百分之" + number(m.group(1))),
     (re.compile(r"(\d{2,4})(?=\s?年)"), lambda m: "".join(_DIGITS[int(c)] for c in m.group(1))),
+    # Phone numbers (groups of digits split by spaces or dashes), codes starting with 0 and
+    # digit strings of 11 or more (a mobile number): digit by digit, as read out.
+    (re.compile(r"(?<![\d.,:])(?:\d{2,}(?:[ -]\d{2,})+|0\d+|\d{11,})(?![\d.,:])"),
+     lambda m: _digits(m.group(0))),
+    (re.compile(rf"(?<![\d.,])2(?=\s?(?:{_MEASURE}))"), lambda m: "两"),
     (
         re.compile(r"(?<!\d)(\d{1,2})[:：](\d{2})(?!\d)"),
         lambda m: (

@@ -1,7 +1,8 @@
 """TTS engines: text chunk -> `Speech` (int16 PCM, sample rate, phoneme timings).
 
 `create_tts(config)` picks the implementation from `config.engine` ("piper" default,
-"espeak" fallback); heavy packages load lazily inside the implementation modules.
+"kokoro" for Mandarin and more natural English, "espeak" fallback); heavy packages load lazily
+inside the implementation modules.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ def create_tts(config: TTSConfig | None = None) -> TTS:
             config.voice_model, config.voice_config, speed=config.speed,
             use_cuda=config.use_cuda, threads=config.threads,
         )
+    if config.engine == "kokoro":
+        from engines.tts.kokoro import DEFAULT_VOICE, KokoroTTS
+
+        return KokoroTTS(
+            config.voice or DEFAULT_VOICE, speed=config.speed, threads=config.kokoro_threads,
+            sessions=config.kokoro_sessions, optimization=config.kokoro_optimization,
+            max_tokens=config.kokoro_max_tokens,
+        )
     if config.engine == "espeak":
         from engines.tts.espeak import EspeakTTS
 
         return EspeakTTS(config.espeak_voice, speed=config.speed, pitch=config.pitch)
-    raise InvalidInputError(f"unknown tts engine {config.engine!r} (piper, espeak)")
+    raise InvalidInputError(f"unknown tts engine {config.engine!r} (piper, kokoro, espeak)")

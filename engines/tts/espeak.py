@@ -70,6 +70,10 @@ class _Library:
         lib.espeak_Initialize.restype = ctypes.c_int
         lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
         lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.espeak_TextToPhonemes.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int
+        ]
+        lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
         lib.espeak_Synth.argtypes = [
             ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
             ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
@@ -113,6 +117,28 @@ def _get_library() -> _Library:
         if _library is None:
             _library = _Library()
         return _library
+
+
+# espeak_TextToPhonemes' phoneme mode: IPA (bit 1), the letters of one phoneme tied (bit 7)
+# with "^" (bits 8-23), so that "aɪ" and "a ɪ" can be told apart.
+_IPA_TIED = 0x02 | 0x80 | (ord("^") << 8)
+
+
+def ipa(text: str, voice: str = "en-us") -> str:
+    """espeak-ng's IPA for `text` (stress marks kept, "^" inside multi-letter phonemes, words
+    separated by spaces, clauses by spaces: punctuation is not kept)."""
+    lib = _get_library()
+    data = ctypes.create_string_buffer(text.encode("utf-8") + b"\0")
+    pointer = ctypes.c_void_p(ctypes.addressof(data))
+    out: list[str] = []
+    with lib.lock:
+        if lib.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+            raise ModelLoadError(f"unknown espeak-ng voice {voice!r}")
+        while pointer.value:
+            phonemes = lib.lib.espeak_TextToPhonemes(ctypes.byref(pointer), _CHARS_UTF8, _IPA_TIED)
+            if phonemes:
+                out.append(phonemes.decode("utf-8", "ignore").strip())
+    return " ".join(p for p in out if p)
 
 
 class EspeakTTS:

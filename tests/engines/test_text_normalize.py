@@ -100,7 +100,7 @@ def test_chinese_integers(n: int, words: str) -> None:
     assert integer(n) == words
 
 
-_ZH_DIGIT = {c: i for i, c in enumerate("零一二三四五六七八九")}
+_ZH_DIGIT = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"两": 2}  # 两个, 两元
 _ZH_UNIT = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG = {"万": 10**4, "亿": 10**8, "兆": 10**12}
 
