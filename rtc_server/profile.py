@@ -247,8 +247,17 @@ class _Chooser:
                             f"while speaking, under the {self._needed_tok_s(llms[0]):.1f} "
                             f"needed: {model} instead, which answers less reliably "
                             "(bench/RESULTS.md, answers)")
+        tts = self._cal.tts
+        voice_rtf = self._tts_cores * self._slowdown(1, self._free_speaking)
+        if voice_rtf * self._config.margin > 1.0:
+            problems.append(f"the voice ({tts.engine}) synthesizes at {voice_rtf:.2f}x real time "
+                            "here, too close to 1: expect pauses between its chunks; a faster "
+                            "voice or a GPU for it")
         if self._first_audio_s(model, asr) > budget:
-            problems.append("the first audio misses its budget: expect slower answers")
+            slowest = ("the voice's first chunk" if tts.first_chunk_s > budget / 2
+                       else "the pause decode and the LLM's prefill")
+            problems.append(f"the first audio misses its budget ({slowest} the most): "
+                            "expect slower answers")
         if problems:
             self.reasons.append(self._said(model, asr, "; ".join(problems) + f"; {advice}"))
             logger.warning("this machine is short of the latency budget: %s", self.reasons[-1])
