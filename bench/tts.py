@@ -12,7 +12,12 @@ each chunk normalized and synthesized (`engines.voicing.speak`). Per voice:
   other work the wall time says how busy it was, the CPU time what the voice costs;
 - `wer` / `cer`: the sentence's audio at 16 kHz through Whisper base (`[asr]` defaults, the
   language given), the transcript and the reference both normalized for speech and in
-  Simplified characters (`testkit.sentences.spoken_reference`), corpus rate.
+  Simplified characters (`testkit.sentences.spoken_reference` / `heard_reference`), corpus
+  rate;
+- `syllables` (Mandarin): the same transcripts as pinyin syllables, error rate with and
+  without tones. Whisper base often writes a homophone of what was said ("听" for "厅", "再"
+  for "在"): those count in the CER but not here, so this is how well the voice says the
+  words, the CER how well Whisper base reads them.
 
     .venv/bin/python bench/tts.py [--voices zf_xiaoyi af_heart piper ...] [--sentences 22]
         [--threads 2] [--sessions 1] [--optimization all]
@@ -37,13 +42,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.stats import pct, publish  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.config import AsrConfig  # noqa: E402
-from engines.asr.text import char_error_rate, word_error_rate  # noqa: E402
+from engines.asr.text import (  # noqa: E402
+    char_error_rate,
+    edit_distance,
+    normalize_chars,
+    word_error_rate,
+)
 from engines.pcm import resample  # noqa: E402
-from engines.text.zh_script import to_simplified  # noqa: E402
 from engines.tts import TTS, TTSConfig, create_tts  # noqa: E402
 from engines.tts.kokoro import language_of  # noqa: E402
 from engines.voicing import SpokenChunks, speak  # noqa: E402
-from testkit.sentences import EN_SENTENCES, ZH_SENTENCES, spoken_reference  # noqa: E402
+from testkit.sentences import (  # noqa: E402
+    EN_SENTENCES,
+    ZH_SENTENCES,
+    heard_reference,
+    spoken_reference,
+)
 
 ZH_VOICES = ("zf_xiaobei", "zf_xiaoni", "zf_xiaoxiao", "zf_xiaoyi", "zm_yunjian", "zm_yunxi",
              "zm_yunxia", "zm_yunyang")
@@ -62,6 +76,7 @@ class VoiceResult:
     refs: list[str] = field(default_factory=list)
     hyps: list[str] = field(default_factory=list)
     error_rate: float = float("nan")
+    syllable_rates: tuple[float, float] = (float("nan"), float("nan"))  # (toned, toneless)
 
 
 def _tts(voice: str, args: argparse.Namespace) -> TTS:
@@ -105,11 +120,30 @@ def run_voice(voice: str, args: argparse.Namespace, runner: dict[str, object]) -
             assert isinstance(whisper, WhisperModelRunner)
             heard = whisper.decode(resample(audio, tts.sample_rate, 16000)).text
             result.refs.append(spoken_reference(text))
-            result.hyps.append(spoken_reference(to_simplified(heard)))
+            result.hyps.append(heard_reference(heard))
     if result.refs:
         rate = char_error_rate if language == "zh" else word_error_rate
         result.error_rate = rate(result.refs, result.hyps)
+        if language == "zh":
+            result.syllable_rates = syllable_error_rates(result.refs, result.hyps)
     return result
+
+
+def syllable_error_rates(refs: list[str], hyps: list[str]) -> tuple[float, float]:
+    """Corpus error rates of the pinyin syllables (with tones, without tones)."""
+    from pypinyin import Style, lazy_pinyin
+
+    def syllables(text: str) -> list[str]:
+        chars = "".join(normalize_chars(text))
+        return list(lazy_pinyin(chars, style=Style.TONE3, neutral_tone_with_five=True))
+
+    toned = toneless = total = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r, h = syllables(ref), syllables(hyp)
+        toned += edit_distance(r, h)
+        toneless += edit_distance([s.rstrip("12345") for s in r], [s.rstrip("12345") for s in h])
+        total += len(r)
+    return toned / max(total, 1), toneless / max(total, 1)
 
 
 def main() -> int:
@@ -144,16 +178,18 @@ def main() -> int:
         f"sessions={args.sessions} opt={args.optimization} "
         f"max_tokens={args.max_tokens}, {args.sentences} sentences per voice",
         "| voice | lang | load s | first chunk ms p50 / p95 | rtf p50 / p95 | cpu s / audio s "
-        "| audio s | WER / CER |",
-        "|---|---|---|---|---|---|---|---|",
+        "| audio s | WER / CER | syllables toned / toneless |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         rate = "—" if np.isnan(r.error_rate) else f"{r.error_rate * 100:.1f}%"
         kind = "CER" if r.language == "zh" else "WER"
+        toned, toneless = r.syllable_rates
+        syl = "—" if np.isnan(toned) else f"{toned * 100:.1f}% / {toneless * 100:.1f}%"
         lines.append(
             f"| {r.voice} | {r.language} | {r.load_s:.1f} | {pct(r.first_ms, 0.5):.0f} / "
             f"{pct(r.first_ms, 0.95):.0f} | {pct(r.rtf, 0.5):.2f} / {pct(r.rtf, 0.95):.2f} | "
-            f"{r.cpu_s / max(r.audio_s, 1e-3):.2f} | {r.audio_s:.0f} | {kind} {rate} |"
+            f"{r.cpu_s / max(r.audio_s, 1e-3):.2f} | {r.audio_s:.0f} | {kind} {rate} | {syl} |"
         )
     if args.show:
         for r in results:
@@ -162,7 +198,8 @@ def main() -> int:
                     lines.append(f"{r.voice}: {ref!r} -> {hyp!r}")
     raw = [{"voice": r.voice, "language": r.language, "first_ms": r.first_ms, "rtf": r.rtf,
             "cpu_s": r.cpu_s, "audio_s": r.audio_s,
-            "error_rate": r.error_rate, "refs": r.refs, "hyps": r.hyps} for r in results]
+            "error_rate": r.error_rate, "syllable_rates": r.syllable_rates,
+            "refs": r.refs, "hyps": r.hyps} for r in results]
     return publish("\n".join(lines), raw, args.json)
 
 

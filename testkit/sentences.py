@@ -10,6 +10,8 @@ the same form before WER (English) or CER (Mandarin) are counted, so "3点半" a
 
 from __future__ import annotations
 
+import re
+
 from engines.text.normalize import normalize
 from engines.text.zh_script import to_simplified
 
@@ -74,6 +76,18 @@ ZH_MIXED = (
 def spoken_reference(text: str) -> str:
     """`text` in the form the scoring compares (see the module docstring)."""
     return to_simplified(normalize(text))
+
+
+_LONG_DIGITS = re.compile(r"\d{7,}")
+
+
+def heard_reference(transcript: str) -> str:
+    """A transcript in the form `spoken_reference` gives: also Whisper's way of writing a
+    number it heard read digit by digit (a phone number said "八零零 一二三..." comes back as
+    "8001234567"): strings of 7 or more digits, never a cardinal in these sentences, are read
+    digit by digit, not as "八十亿..."."""
+    spaced = _LONG_DIGITS.sub(lambda m: " ".join(m.group()), to_simplified(transcript))
+    return spoken_reference(spaced)
 
 # Questions a user asks the Chinese agent (bench/voice_to_voice.py --language zh), spoken by a
 # Kokoro voice other than the agent's (zm_yunxi).

@@ -1,0 +1,16 @@
+"""The voice benchmark's scoring: a transcript and its reference in one form."""
+
+from __future__ import annotations
+
+from testkit.sentences import heard_reference, spoken_reference
+
+
+def test_a_number_heard_digit_by_digit_scores_as_said() -> None:
+    said = spoken_reference("请拨打客服电话八零零 一二三 四五六七。")
+    heard = heard_reference("请拨打客服电话8001234567。")
+    assert heard.replace(" ", "") == said.replace(" ", "")
+
+
+def test_cardinals_and_traditional_forms_are_read_as_before() -> None:
+    assert heard_reference("一共1000元") == spoken_reference("一共一千元")
+    assert heard_reference("銀行") == "银行"
