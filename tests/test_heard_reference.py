@@ -14,3 +14,9 @@ def test_a_number_heard_digit_by_digit_scores_as_said() -> None:
 def test_cardinals_and_traditional_forms_are_read_as_before() -> None:
     assert heard_reference("一共1000元") == spoken_reference("一共一千元")
     assert heard_reference("銀行") == "银行"
+
+
+def test_a_time_written_with_a_dot_is_the_time_said() -> None:
+    assert heard_reference("The quiz is due at 11.59pm.") == spoken_reference(
+        "The quiz is due at 11:59 p.m.")
+    assert heard_reference("It grew 3.50 percent.") == spoken_reference("It grew 3.50 percent.")

@@ -221,6 +221,14 @@ def _url(m: re.Match[str]) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+def _phone(m: re.Match[str]) -> str:
+    """A phone number digit by digit, its groups apart ("0800 123 4567" -> "zero eight zero
+    zero, one two three, four five six seven"), never "one hundred and twenty three"."""
+    groups = [g for g in re.split(r"[\s().-]+", m.group(0)) if g]
+    said = [("plus " if g.startswith("+") else "") + _digits(g) for g in groups]
+    return ", ".join(said)
+
+
 def _number(m: re.Match[str]) -> str:
     sign, number = m.group(1), m.group(2)
     plain = number.replace(",", "")
@@ -259,6 +267,15 @@ _RULES: tuple[tuple[re.Pattern[str], str | Sub], ...] = (
         _money,
     ),
     (re.compile(r"(" + _NUM + r")\s?%"), _percent),
+    # Phone numbers: "+44 20 7946 0000", "0800 123 4567" (a leading 0 or +, then groups),
+    # "(555) 123-4567" / "555-123-4567"; before the ranges and cardinals below.
+    (
+        re.compile(
+            r"(?<![\w.,:+/-])(?:\+\d{1,3}(?:[ -]\(?\d{1,5}\)?)+|0\d{1,4}(?:[ -]\d{2,4})+"
+            r"|(?:\(\d{3}\)\s?|\d{3}[-.])\d{3}[-.]\d{4})(?!\w|[.,:]\d)"
+        ),
+        _phone,
+    ),
     (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), _date_iso),
     (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})\b"), _date_us),
     (

@@ -44,6 +44,17 @@ from engines.text.zh_numbers import has_cjk, integer, normalize_zh
             "Your PIN is zero zero four two, account one two three four five six seven eight nine"
             " zero.",
         ),
+        (
+            "Call 0800 123 4567 or +44 20 7946 0000.",
+            "Call zero eight zero zero, one two three, four five six seven or plus four four, "
+            "two zero, seven nine four six, zero zero zero zero.",
+        ),
+        (
+            "Or (555) 123-4567, 555-123-4567.",
+            "Or five five five, one two three, four five six seven, five five five, one two "
+            "three, four five six seven.",
+        ),
+        ("From 0800 to 1200 hours.", "From zero eight zero zero to one thousand two hundred hours."),
         ("It is 5 km away and weighs 1 kg.", "It is five kilometers away and weighs one kilogram."),
         ("Pages 10-20 & more.", "Pages ten to twenty and more."),
         ("Dr. Smith lives near St. Mary.", "Doctor Smith lives near Saint Mary."),
