@@ -168,7 +168,7 @@ class LlamaCppLLM:
         if not messages or not any(m.content.strip() for m in messages if m.role == "user"):
             raise InvalidInputError("no user message to answer")
         job = self._thread.stream(lambda cancel: self._generate(messages, max_new_tokens, cancel))
-        return until_stop(job, stop)
+        return until_stop(job, [*stop, *self.prompt.stops])
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
         """Evaluate the prompt up to the user's words so far (a partial transcript; none yet:

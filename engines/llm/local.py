@@ -258,8 +258,9 @@ class TransformersLLM:
         """Text deltas of the answer to `messages` (see the module docstring)."""
         if max_new_tokens <= 0:
             raise InvalidInputError(f"max_new_tokens must be > 0, got {max_new_tokens}")
+        stops = [*stop, *self.prompt.stops]
         return self._thread.stream(
-            lambda cancel: self._generate(messages, max_new_tokens, stop, cancel)
+            lambda cancel: self._generate(messages, max_new_tokens, stops, cancel)
         )
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:

@@ -102,8 +102,9 @@ class OpenAIChatLLM:
             "max_tokens": max_new_tokens,
             **self._sampling,
         }
+        stop = [*stop, *self.prompt.stops]
         if stop:
-            body["stop"] = list(stop)[:4]  # the API accepts at most 4
+            body["stop"] = stop[:4]  # the API accepts at most 4
         # Also enforced here: not every server honours "stop".
         async for text in until_stop(self._attempts(body), stop):
             yield text

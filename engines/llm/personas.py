@@ -192,6 +192,15 @@ def example_knowledge(name: str, language: str = "en") -> Path | None:
     return KNOWLEDGE_DIR / file if file else None
 
 
+def example_openers(name: str, language: str = "en") -> tuple[str, ...]:
+    """How a worked example of `system_prompt` opens ("(The FACTS say"): a small model that
+    runs on past its answer continues with another example (seen in Chinese, once in 20
+    bank answers); the engines stop the answer there. Empty for a persona without examples."""
+    if not persona(name, language).examples:
+        return ()
+    return (templates(language).shot.split("{said}")[0].strip(),)
+
+
 def system_prompt(
     name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False,
     language: str = "en",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from engines.llm.base import ChatMessage
 from engines.llm.errors import InvalidInputError
 from engines.llm.knowledge import Knowledge, Retriever, fact_lines
-from engines.llm.personas import example_knowledge, persona, system_prompt
+from engines.llm.personas import example_knowledge, example_openers, persona, system_prompt
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class PromptBuilder:
     retriever: Retriever | None = None
     reminder: str | None = None  # appended to every user message (the same way every time)
     facts: str = ""  # the deployment's facts as given (figure checks), "" for none
+    stops: tuple[str, ...] = ()  # where an answer has run into a worked example's format
 
     @classmethod
     def for_persona(
@@ -51,7 +52,9 @@ class PromptBuilder:
             )
         retriever = facts.index() if facts is not None and not facts.inline else None
         reminder = persona(persona_name, language).reminder if facts is not None else None
-        return cls(system, retriever, reminder, facts.text if facts is not None else "")
+        # The worked examples are in the prompt when it has facts (`system_prompt`).
+        stops = example_openers(persona_name, language) if facts is not None else ()
+        return cls(system, retriever, reminder, facts.text if facts is not None else "", stops)
 
     def messages(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         """System prompt + conversation (a caller's own system message replaces ours)."""

@@ -116,6 +116,17 @@ async def test_stop_strings_are_enforced_client_side(server: Server) -> None:
     assert server.requests[0]["body"]["stop"] == [" can"]
 
 
+async def test_an_answer_stops_where_it_runs_into_a_worked_example(server: Server) -> None:
+    """The persona's example opener is a stop string of every engine (`PromptBuilder.stops`):
+    a small model that runs on past its answer into another example is cut there."""
+    llm = OpenAIChatLLM(server.url("ok"), prompt=PromptBuilder("Be brief.", stops=(" how",)))
+    assert await ask(llm) == "Hello there,"
+    assert server.requests[0]["body"]["stop"] == [" how"]
+    assert PromptBuilder.for_persona("bank", language="zh").stops == ("（FACTS 写的是：",)
+    assert PromptBuilder.for_persona("bank").stops == ("(The FACTS say",)
+    assert PromptBuilder.for_persona("companion").stops == ()  # no examples, no stop
+
+
 async def test_errors_before_first_token_are_retried(server: Server) -> None:
     server.failures_left = 2
     llm = engine(server.url("flaky"), retries=2)
