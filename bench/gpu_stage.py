@@ -8,8 +8,10 @@ aiortc, av, faster-whisper, piper or model files; each call of the device tool t
 machine is warm. So:
 
     python bench/gpu_stage.py build [--stage .gpu] [--set-mib 54]     # here, with the venv
-        -> .gpu/s1 .. .gpu/sN (each <= --set-mib), .gpu/code (this file and the manifest),
+        -> .gpu/s1 .. .gpu/sN (each <= --set-mib),
            bench/gpu_stage_manifest.json (dest, size and sha256 of every file and part)
+    python bench/gpu_stage.py build --extra kokoro     # Kokoro-82M's speed (bench/gpu_kokoro.py)
+        -> .gpu/k1 .. .gpu/kN, bench/gpu_stage_kokoro.json
     # one device call per set, each naming .gpu/sK (and .gpu/tree, the code) in `carry`
     python3 bench/gpu_stage.py verify --stage .gpu [--sets s2]        # there, after a call
     python3 bench/gpu_stage.py assemble --stage .gpu --root /tmp/rtc  # there, before a run
@@ -118,13 +120,30 @@ def sources(wheel_dir: Path) -> list[Source]:
 # --- command line -----------------------------------------------------------------------------
 
 
-def build(stage: Path, set_mib: float) -> Manifest:
-    manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
+def kokoro_sources(stage: Path) -> list[Source]:
+    """Kokoro-82M int8 and the phonemized sentences of two voices (bench/gpu_kokoro.py)."""
+    from bench.gpu_kokoro import prepare
+    from engines.tts.kokoro_files import KokoroFiles
+
+    tokens = stage / "kokoro_tokens.npz"
+    prepare(tokens, ["zm_yunxia", "af_heart"], 12)
+    model = KokoroFiles.locate().model
+    return [Source(f"kokoro/{model.name}", model), Source(f"kokoro/{tokens.name}", tokens)]
+
+
+def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manifest, Path]:
+    stage.mkdir(parents=True, exist_ok=True)
+    if extra == "kokoro":
+        out = REPO / "bench" / "gpu_stage_kokoro.json"
+        manifest = plan(kokoro_sources(stage), int(set_mib * (1 << 20)), prefix="k")
+    else:
+        out = MANIFEST
+        manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
     write_sets(manifest, stage)
     for entry in files_of(manifest):
         entry["source"] = str(Path(str(entry["source"])).name)  # no local paths in the file
-    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    out.write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest, out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,12 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--extra", choices=("kokoro",), help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":
-        manifest = build(args.stage, args.set_mib)
+        manifest, written = build(args.stage, args.set_mib, args.extra)
         total = sum(int(str(e["size"])) for e in files_of(manifest))
         sizes = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in manifest["sets"].items())
-        print(f"{len(files_of(manifest))} files, {total / 1e6:.1f} MB in sets: {sizes}")
+        print(f"{len(files_of(manifest))} files, {total / 1e6:.1f} MB in sets: {sizes}; "
+              f"manifest {written.relative_to(REPO)}")
         return 0
     return run_check(args.command, args.stage, args.manifest, sets=args.sets, root=args.root,
                      install=not args.no_install)

@@ -45,8 +45,9 @@ def sha256_of(path: Path) -> str:
 # --- building the sets (here) --------------------------------------------------------------------
 
 
-def plan(sources: Sequence[Source], set_bytes: int) -> Manifest:
-    """The manifest: files in order, each cut into parts that fill sets of `set_bytes`."""
+def plan(sources: Sequence[Source], set_bytes: int, prefix: str = "s") -> Manifest:
+    """The manifest: files in order, each cut into parts that fill sets of `set_bytes`
+    (named prefix1, prefix2, ...)."""
     files: list[Manifest] = []
     sets: dict[str, int] = {}
     current, room = 1, set_bytes
@@ -59,8 +60,9 @@ def plan(sources: Sequence[Source], set_bytes: int) -> Manifest:
                 current, room = current + 1, set_bytes
             take = min(room, size - offset)
             name = f"{i:03d}-{Path(source.dest).name}.part{len(parts) + 1}"
-            parts.append({"set": f"s{current}", "name": name, "offset": offset, "size": take})
-            sets[f"s{current}"] = sets.get(f"s{current}", 0) + take
+            parts.append({"set": f"{prefix}{current}", "name": name, "offset": offset,
+                          "size": take})
+            sets[f"{prefix}{current}"] = sets.get(f"{prefix}{current}", 0) + take
             offset += take
             room -= take
             if size == 0:
