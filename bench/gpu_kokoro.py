@@ -121,6 +121,9 @@ def run(model: str, tokens: Path, threads: list[int]) -> str:
                         first.append(dt * 1000)
                 audio += seconds
                 rtf.append(took / max(seconds, 1e-3))
+                print(f"{voice} threads {n}: sentence {len(rtf)} {took:.2f} s for "
+                      f"{seconds:.2f} s of audio (first chunk {first[-1]:.0f} ms)",
+                      file=sys.stderr, flush=True)
             lines.append(f"| {voice} | {n} | {pct(first, 0.5):.0f} | {pct(first, 0.95):.0f} | "
                          f"{pct(rtf, 0.5):.3f} | {cpu / max(audio, 1e-3):.3f} |")
             print(lines[-1], flush=True)
