@@ -163,10 +163,13 @@ def landmarks_cache_path(image: np.ndarray) -> Path:
     return cache_dir("portrait") / f"{digest.hexdigest()[:32]}.npy"
 
 
-def detect_portrait_landmarks(image: np.ndarray) -> np.ndarray:
+def detect_portrait_landmarks(image: np.ndarray, *, cache: bool = True) -> np.ndarray:
     """The 68 landmarks [68, 2] (x, y pixels, float32) of the one face in an RGB portrait
-    (from the cache when this image was fitted before)."""
+    (from the cache when this image was fitted before; `cache=False`, for uploads: neither
+    read nor written, so users' photos leave no file behind)."""
     image = _check_array(image)
+    if not cache:
+        return _fit_landmarks(image)
     path = landmarks_cache_path(image)
     try:
         cached = np.load(path)

@@ -115,3 +115,7 @@ def test_a_fit_is_cached_by_the_pixels(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(intake, "_fit_landmarks", lambda image: fitted + 1)
     assert np.array_equal(detect_portrait_landmarks(astronaut), fitted + 1)
     assert intake.landmarks_cache_path(astronaut[:, ::-1]) != path
+    # An upload's fit is neither read from nor written to the cache.
+    path.unlink()
+    assert np.array_equal(detect_portrait_landmarks(astronaut, cache=False), fitted + 1)
+    assert not path.exists()
