@@ -2,7 +2,9 @@
 
 `agent_toml(port, agent=..., llm=...)` is the benchmarks' server configuration: agent mode on
 127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
-and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`, `profile`).
+and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`, `profile`);
+with `base` (a profile file such as config/gpu.toml) its tables first, the benchmark's keys
+over them.
 `running_server(config_toml, slow)` writes the TOML, starts `python -m rtc_server --config ...`
 (with `slow`, as on the emulated slow machine, `bench/slow_machine.py`),
 waits for its "rtc-avatar ... at http://..." line (the models load first) and stops it at the
@@ -15,6 +17,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import tomllib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,23 +39,29 @@ def _lines(section: str, keys: Table) -> list[str]:
 def agent_toml(
     port: int, agent: Table | None = None, llm: Table | None = None, vad: Table | None = None,
     asr: Table | None = None, turn: Table | None = None, profile: Table | None = None,
+    base: Path | None = None,
 ) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
-    lines = [
-        *_lines("server", {"mode": "agent", "port": port, "log_level": "WARNING"}),
-        *_lines("ice", {"loopback_only": True}),
-        *_lines("agent", {"greeting": "", **(agent or {})}),
-    ]
+    tables: dict[str, dict[str, str | int | float | bool]] = {}
+    if base is not None:
+        for section, keys in tomllib.loads(base.read_text()).items():
+            if not isinstance(keys, dict) or any(isinstance(v, (dict, list)) for v in
+                                                 keys.values()):
+                raise ValueError(f"{base}: [{section}] is not a table of plain values")
+            tables[section] = dict(keys)
+
+    def add(section: str, keys: Table | None) -> None:
+        tables.setdefault(section, {}).update(keys or {})
+
+    add("server", {"mode": "agent", "port": port, "log_level": "WARNING"})
+    add("ice", {"loopback_only": True})
+    add("agent", {"greeting": "", **(agent or {})})
     if llm is not None:
-        lines += _lines("llm", llm)
-    if vad:
-        lines += _lines("vad", vad)
-    if asr:
-        lines += _lines("asr", asr)
-    if turn:
-        lines += _lines("turn", turn)
-    if profile:
-        lines += _lines("profile", profile)
+        add("llm", llm)
+    for section, keys in (("vad", vad), ("asr", asr), ("turn", turn), ("profile", profile)):
+        if keys:
+            add(section, keys)
+    lines = [line for section, keys in tables.items() for line in _lines(section, keys)]
     return "\n".join(lines) + "\n"
 
 

@@ -21,10 +21,17 @@ Prints p50/p95 tables (markdown) over the questions.
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms. `--language zh` runs the Chinese conversation (`[conversation]
-language = "zh"`) on Mandarin questions spoken by a Kokoro voice (`testkit.sentences`).
+--check-ahead, --runway-ms, --pause-ms. `--language zh` runs the Chinese conversation
+(`[conversation] language = "zh"`) on Mandarin questions spoken by a Kokoro voice
+(`testkit.sentences`).
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
+
+GPU mode (the H200 machine, README "GPU"): `--config config/gpu.toml` starts the server on
+that profile (the benchmark's keys over it), `--llm-model DIR` names the Hugging Face model
+(random weights there, bench/gpu_llm.py), `--forced-answers bench/gpu_answers.json` turns on
+timing-equivalent decoding (`[llm] forced_answers`: the model runs every step, the written
+answer is what is said; the table says so), `--asr-model base` skips the choice of Whisper.
 """
 
 from __future__ import annotations
@@ -148,9 +155,10 @@ def longest_gap(times: np.ndarray, loud: np.ndarray, after: float) -> float:
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
     turn: Table, profile: Table, slow: SlowMachine | None, language: str = "en",
+    base: Path | None = None,
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
-                        profile)
+                        profile, base)
     config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config, slow):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused, language)
@@ -192,7 +200,9 @@ def _options(args: argparse.Namespace) -> str:
              "--check-ahead": args.check_ahead, "--profile": args.profile,
              "--patience-ms": args.patience_ms, "--modes": args.modes,
              "--slow-cores": args.slow_cores if "slow" in args.modes else None,
-             "--language": args.language}
+             "--language": args.language, "--pause-ms": args.pause_ms,
+             "--config": args.config, "--llm-model": args.llm_model,
+             "--forced-answers": args.forced_answers, "--asr-model": args.asr_model}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -266,6 +276,9 @@ def report(runs: dict[str, list[Result]], args: argparse.Namespace) -> str:
         lines.append(f"| {metric} | {cells} |")
     for mode, (_, notes) in tables.items():
         lines += ["", f"{mode}: " + " ".join(notes)]
+    if args.forced_answers:
+        lines += ["", "LLM: random weights, timing-equivalent decoding (every step runs the "
+                  f"model; the words said are {args.forced_answers}'s)."]
     return "\n".join(lines)
 
 
@@ -291,6 +304,13 @@ def main() -> int:
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
+    parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
+    parser.add_argument("--config", type=Path, help="a server profile under the benchmark's keys "
+                        "(e.g. config/gpu.toml)")
+    parser.add_argument("--llm-model", help="llm.model (e.g. a Hugging Face directory)")
+    parser.add_argument("--forced-answers", help="llm.forced_answers (benchmarks only: random "
+                        "weights, timing-equivalent decoding)")
+    parser.add_argument("--asr-model", help="asr.model (base, tiny.en or a directory)")
     add_options(parser)
     parser.add_argument("--language", choices=("en", "zh"), default=None,
                         help="conversation.language (zh: Mandarin questions, Kokoro voice)")
@@ -299,6 +319,7 @@ def main() -> int:
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
                "burst_tokens": args.burst_tokens}
+    options |= {"model": args.llm_model, "forced_answers": args.forced_answers}
     llm = {key: value for key, value in options.items() if value is not None}
     agent: dict[str, int | bool] = {}
     if args.first_chunk_max_chars is not None:
@@ -315,8 +336,10 @@ def main() -> int:
     if args.patience_ms is not None:
         turn["patience_ms"] = args.patience_ms
     profile = {} if args.profile is None else {"mode": args.profile}
-    vad = {} if args.decode_ahead_ms is None else {"decode_ahead_ms": args.decode_ahead_ms}
-    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
+    vad_options = {"decode_ahead_ms": args.decode_ahead_ms, "pause_ms": args.pause_ms}
+    vad = {key: value for key, value in vad_options.items() if value is not None}
+    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads,
+                   "model": args.asr_model}
     asr = {key: value for key, value in asr_options.items() if value is not None}
     runs: dict[str, list[Result]] = {}
     for mode, slow in modes(parser, args):
@@ -324,7 +347,7 @@ def main() -> int:
             logging.getLogger("bench").info("%s", slow.label())
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
                                      llm, vad, asr, turn, profile, slow,
-                                     args.language or "en"))
+                                     args.language or "en", args.config))
     return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 

@@ -73,12 +73,13 @@ def load_portrait_image(path: str | None) -> np.ndarray:
         raise ConfigError(f"portrait {path!r}: {exc}") from exc
 
 
-def build_renderer(image: np.ndarray, config: Config) -> Any:
-    """Fit the portrait's landmarks once and precompute its warp mesh (shared by sessions)."""
+def build_renderer(image: np.ndarray, config: Config, *, uploaded: bool = False) -> Any:
+    """Fit the portrait's landmarks once and precompute its warp mesh (shared by sessions);
+    the configured portrait's fit is cached across starts, an upload's is not."""
     from engines.portrait import detect_portrait_landmarks
     from media.avatar import AvatarRenderer
 
-    landmarks = detect_portrait_landmarks(image)
+    landmarks = detect_portrait_landmarks(image, cache=not uploaded)
     return AvatarRenderer(image, landmarks, config.media.width, config.media.height)
 
 
@@ -114,7 +115,7 @@ class Server:
     def _build_uploaded(self, data: bytes) -> Any:
         from engines.portrait import load_portrait
 
-        return build_renderer(load_portrait(data), self.config)
+        return build_renderer(load_portrait(data), self.config, uploaded=True)
 
     def _behaviour(self, session: Session) -> Behaviour:
         if self.engines is None:

@@ -33,6 +33,7 @@ from engines.tts.base import TTS
 from engines.turn.base import TurnModel
 from rtc_server import face_batch
 from rtc_server.config import Config
+from rtc_server.errors import ConfigError
 from rtc_server.face_batch import FaceBatcher
 from rtc_server.machine import usable_cores
 from rtc_server.profile import FIXED_PACE, Fit
@@ -115,6 +116,30 @@ def _timed(what: str, build: Callable[[], Any]) -> Any:
     return value
 
 
+def gpu_problem(config: Config, cuda_available: Callable[[], bool]) -> str | None:
+    """What in `config` needs a CUDA GPU that `cuda_available()` says is not there (None: all
+    fine). Checked before the calibration and any model load, so a GPU profile on a machine
+    without a GPU stops at once with one message, not half way through loading."""
+    wants = []
+    if config.llm.engine == "transformers" and config.llm.device.startswith("cuda"):
+        wants.append(f'[llm] device = "{config.llm.device}"')
+    if config.face.engine == "torch" and config.face.device.startswith("cuda"):
+        wants.append(f'[face] device = "{config.face.device}"')
+    if config.face.engine == "tensorrt":
+        wants.append('[face] engine = "tensorrt"')
+    if not wants or cuda_available():
+        return None
+    return (f"{', '.join(wants)} need a CUDA GPU, and torch sees none (torch.cuda.is_available() "
+            "is False: no GPU, no driver, or a CPU-only torch). On this machine use the default "
+            'configuration, or set those devices to "auto" or "cpu" (README, GPU)')
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     """Load every engine the agent needs (blocking; one progress line per model), with the
     models and settings the profile fits to this machine (`fitted`, else `profile.fit`)."""
@@ -127,6 +152,9 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     from rtc_server.profile import fit
 
     build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
+    problem = gpu_problem(config, _cuda_available)
+    if problem is not None:
+        raise ConfigError(problem)
     fitted = fitted or fit(config)
     config = fitted.apply(config)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rtc_server.config import load_config
+from rtc_server.engine_set import gpu_problem
 from rtc_server.face_batch import enabled
 
 PROFILE = Path(__file__).resolve().parents[1] / "config" / "gpu.toml"
@@ -18,3 +21,28 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert (config.face.engine, config.face.device) == ("torch", "cuda") and enabled(config.face)
     assert config.face.batch_window_ms == 2.0 and config.face.max_batch == 64
     assert config.asr.device == "auto"
+
+
+def test_without_a_gpu_the_profile_stops_before_anything_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No CUDA: `python -m rtc_server --config config/gpu.toml` exits 2 with one message that
+    names what needs the GPU, before the calibration and before any model is loaded."""
+    from rtc_server import __main__ as entry
+    from rtc_server import engine_set, profile
+
+    def no_calibration(*args: object, **kwargs: object) -> None:
+        raise AssertionError("calibrated (or loaded) before the GPU check")
+
+    monkeypatch.setattr(engine_set, "_cuda_available", lambda: False)
+    monkeypatch.setattr(profile, "fit", no_calibration)
+    assert entry.main(["--config", str(PROFILE), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert '[llm] device = "cuda"' in err and '[face] device = "cuda"' in err
+    assert "torch sees none" in err
+
+
+def test_the_check_passes_with_a_gpu_or_without_gpu_keys() -> None:
+    config = load_config(PROFILE)
+    assert gpu_problem(config, lambda: True) is None
+    assert gpu_problem(load_config(None), lambda: False) is None

@@ -80,6 +80,10 @@ class LLMConfig:
     apology: str = "Sorry, I'm having trouble answering right now. Could you say that again?"
     answer_cache: str | None = None  # JSON file of frequent questions and their answers
     answer_cache_threshold: float = 88.0  # rapidfuzz score (0..100) to accept a cached answer
+    # Benchmarks only ("transformers"): a JSON list of {question, answer}; every step runs the
+    # model, the token emitted is the written answer's next (timing-equivalent decoding for
+    # random weights, engines/llm/forced.py). Never set it for a real conversation.
+    forced_answers: str | None = None
 
     def __post_init__(self) -> None:
         if self.language not in ("en", "zh"):
@@ -90,6 +94,8 @@ class LLMConfig:
             raise InvalidInputError("threads, batch_threads and burst_tokens must be >= 0")
         if self.context_tokens < 512 or self.history_tokens < 64:
             raise InvalidInputError("context_tokens >= 512, history_tokens >= 64")
+        if self.forced_answers and self.engine != "transformers":
+            raise InvalidInputError("forced_answers is for the transformers engine only")
         if self.max_new_tokens < 1:
             raise InvalidInputError("max_new_tokens must be >= 1")
         if self.temperature is not None and self.temperature < 0:

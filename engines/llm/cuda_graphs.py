@@ -29,6 +29,10 @@ Bucket choice: the smallest bucket that holds prompt + answer; a smaller bucket 
 fewer positions, so short conversations decode faster. All buckets share the one cache (a
 bucket's graph sees a view of its first positions), so switching buckets keeps the prefix.
 On the CPU (tests) the same step runs eagerly: every line of it but the capture is exercised.
+
+`decode(..., forced=ids)` (benchmarks only, `engines/llm/forced.py`): every step runs as
+above, then the token it chose is overwritten on the device by the next of `ids` (a copy, no
+host sync, as sampling overwrites it), so the answer and what the cache holds are `ids`.
 """
 
 from __future__ import annotations
@@ -290,16 +294,25 @@ class GraphDecoder:
         )
 
     def decode(self, ids: Sequence[int], max_new_tokens: int, sampling: Sampling,
-               cancel: threading.Event | None = None) -> Generator[int, None, None]:
-        """Token ids of the answer to prompt `ids` (see the module docstring)."""
+               cancel: threading.Event | None = None,
+               forced: Sequence[int] | None = None) -> Generator[int, None, None]:
+        """Token ids of the answer to prompt `ids` (see the module docstring); with `forced`,
+        at most those tokens, each step's own choice replaced by them."""
         if not ids or max_new_tokens < 1:
             raise InvalidInputError("decode needs prompt tokens and max_new_tokens >= 1")
+        if forced is not None:
+            if not forced:
+                raise InvalidInputError("forced decoding needs at least one token")
+            max_new_tokens = min(max_new_tokens, len(forced))
         size = self.bucket_for(len(ids) + max_new_tokens)
-        return self._decode(list(ids), max_new_tokens, sampling, size, cancel)
+        return self._decode(list(ids), max_new_tokens, sampling, size, cancel, forced)
 
     def _decode(self, ids: list[int], max_new_tokens: int, sampling: Sampling, size: int,
-                cancel: threading.Event | None) -> Generator[int, None, None]:
+                cancel: threading.Event | None,
+                forced: Sequence[int] | None = None) -> Generator[int, None, None]:
         torch = self._torch
+        written = None if forced is None else torch.tensor(
+            list(forced[:max_new_tokens]), dtype=torch.long, device=self.device)
         # At least the last prompt token is fed: its logits give the first answer token.
         reuse = common_prefix(self.cached_ids, ids[:-1])
         self.last_prefill_tokens = len(ids) - reuse
@@ -314,6 +327,8 @@ class GraphDecoder:
             self._penalty.fill_(max(sampling.repetition_penalty, 1e-6))
             generator = self._generator(sampling.seed)
             first = self._choose(logits, sampling, generator)
+            if written is not None:
+                first = written[:1]  # chosen (the work is done), then replaced
             self._token.copy_(first.view(1, 1))
             self._pos.fill_(len(ids))
             try:
@@ -323,7 +338,8 @@ class GraphDecoder:
                     if cancel is not None and cancel.is_set():
                         return
                     while fed < max_new_tokens - 1 and len(outstanding) < IN_FLIGHT:
-                        outstanding.append(self._launch(size, sampling, generator, fed))
+                        outstanding.append(self._launch(size, sampling, generator, fed,
+                                                        written))
                         fed += 1
                     produced.append(self._read(outstanding.popleft()))
                     yield produced[-1]
@@ -334,7 +350,8 @@ class GraphDecoder:
                     produced.append(self._read(outstanding.popleft()))
                 self.cached_ids = ids + produced[:fed]
 
-    def _launch(self, size: int, sampling: Sampling, generator: Any, index: int) -> int:
+    def _launch(self, size: int, sampling: Sampling, generator: Any, index: int,
+                written: Any = None) -> int:
         slot = index % IN_FLIGHT
         if self.use_graphs:
             self._graphs[size].replay()
@@ -342,6 +359,10 @@ class GraphDecoder:
             self._step(size)
         if sampling.temperature > 0:
             token = self._sample(self._logits, sampling, generator)
+            self._next.copy_(token)
+            self._token.copy_(token.view(1, 1))
+        if written is not None:  # step `index` feeds answer token `index`, makes `index + 1`
+            token = written[index + 1 : index + 2]
             self._next.copy_(token)
             self._token.copy_(token.view(1, 1))
         self._host[slot].copy_(self._next[0], non_blocking=self.on_cuda)

@@ -14,7 +14,9 @@ instead. On CUDA (bf16 by default, fp16 or fp32 on request) decoding goes throug
 `GraphDecoder` (`engines/llm/cuda_graphs.py`): one captured decode step per cache bucket,
 greedy argmax and the repetition penalty inside the graph, sampling right after it on the
 GPU. `cuda_graphs = false`, or a model the graph decoder cannot drive, decodes eagerly
-(logged). Precision on the CPU (measured on 2 cores with the bundled 0.5B model): fp32 with
+(logged). `forced_answers` (benchmarks only, `engines/llm/forced.py`): every step runs the
+model as usual but emits the next token of a written answer (timing-equivalent decoding, for
+random weights). Precision on the CPU (measured on 2 cores with the bundled 0.5B model): fp32 with
 dynamic int8 Linear layers (TTFT ~0.25 s, ~12.7 tok/s) beats bf16 (1.7 s, 8.7 tok/s) and plain
 fp32 (0.9 s, 4.2 tok/s).
 """
@@ -36,6 +38,7 @@ from engines.llm.base import ChatMessage
 from engines.llm.cuda_graphs import GraphDecoder, Sampling, buckets_for
 from engines.llm.decode_thread import DecodeThread
 from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
+from engines.llm.forced import ForcedAnswers
 from engines.llm.history import fit_history
 from engines.llm.model_files import resolve_hf_dir
 from engines.llm.placement import (
@@ -84,6 +87,7 @@ class TransformersLLM:
         top_p: float = 0.9,
         repetition_penalty: float = 1.05,
         seed: int | None = None,
+        forced_answers: str | None = None,
     ) -> None:
         import torch
 
@@ -98,6 +102,11 @@ class TransformersLLM:
         self._top_p = top_p
         self._repetition_penalty = repetition_penalty
         self._seed = seed
+        # Benchmarks only: written answers as the decoded tokens (module docstring).
+        self._forced = ForcedAnswers.load(forced_answers) if forced_answers else None
+        if self._forced is not None:
+            logger.warning("LLM: timing-equivalent decoding: answers are written ones (%s)",
+                           forced_answers)
         self._graph: GraphDecoder | None = None  # the CUDA path; None = eager decoding
         self._cache: Any = None  # DynamicCache of the last generation (eager path)
         self._cached_ids: list[int] = []  # the tokens that cache holds
@@ -278,13 +287,14 @@ class TransformersLLM:
     ) -> Iterator[str]:
         """Decode on the calling (decode) thread, yielding text as tokens complete it."""
         ids = self.prompt_ids(messages)
+        forced = self._forced_ids(messages)
         stops = StopFilter(stop)
         generated: list[int] = []
         text = ""
         times: list[float] = []
         self.last_token_times = times
         try:
-            with closing(self._tokens(ids, max_new_tokens, cancel)) as tokens:
+            with closing(self._tokens(ids, max_new_tokens, cancel, forced)) as tokens:
                 for token in tokens:
                     times.append(time.perf_counter())
                     if token in self._eos:
@@ -307,22 +317,38 @@ class TransformersLLM:
         if tail:
             yield tail
 
+    def _forced_ids(self, messages: Sequence[ChatMessage]) -> list[int] | None:
+        """The written answer's tokens and an end of turn (None: decode the model's own)."""
+        if self._forced is None:
+            return None
+        question = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        answer = self._forced.pick(question)
+        end = min(self._eos) if self._eos else None
+        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(im_end, int) and im_end in self._eos:
+            end = im_end
+        ids = [int(i) for i in self.tokenizer.encode(answer, add_special_tokens=False)]
+        return ids + ([end] if end is not None else [])
+
     def _tokens(
-        self, ids: list[int], max_new_tokens: int, cancel: threading.Event | None
+        self, ids: list[int], max_new_tokens: int, cancel: threading.Event | None,
+        forced: list[int] | None = None,
     ) -> Generator[int, None, None]:
-        """Answer token ids (EOS included: the caller stops there)."""
+        """Answer token ids (EOS included: the caller stops there); `forced`: those."""
         if self._graph is None:
-            yield from self._decode(ids, max_new_tokens, cancel)
+            yield from self._decode(ids, max_new_tokens, cancel, forced)
             return
         sampling = Sampling(self._temperature, self._top_p, self._repetition_penalty, self._seed)
         # closing(): stopping here stops the decoder now, which records what the cache holds.
-        with closing(self._graph.decode(ids, max_new_tokens, sampling, cancel)) as decoded:
+        with closing(self._graph.decode(ids, max_new_tokens, sampling, cancel,
+                                        forced)) as decoded:
             for token in decoded:
                 self.last_prefill_tokens = self._graph.last_prefill_tokens
                 yield token
 
     def _decode(
-        self, ids: list[int], max_new_tokens: int, cancel: threading.Event | None
+        self, ids: list[int], max_new_tokens: int, cancel: threading.Event | None,
+        forced: list[int] | None = None,
     ) -> Iterator[int]:
         """The eager path (CPU, or CUDA without graphs): a DynamicCache, one forward a token."""
         import torch
@@ -360,6 +386,8 @@ class TransformersLLM:
                     ]
                     self._cached_ids.extend(feed)
                     token = self._sample(logits.float(), generated, generator)
+                    if forced is not None:  # chosen (the work is done), then replaced
+                        token = forced[min(len(generated), len(forced) - 1)]
                     yield token
                     if token in self._eos:
                         break

@@ -13,21 +13,27 @@ nothing, once more with one upsampling for small faces; detections scoring under
 dropped (at dlib's default threshold the astronaut's suit patch counts as a second face).
 The 68-point predictor is the file shipped in the `face_recognition_models` package (found by
 path: importing that package needs pkg_resources). dlib objects are shared by the process and
-used under one lock.
+used under one lock. A fit is kept in the engine cache (`portrait/<sha256 of the pixels>.npy`):
+later starts on the same portrait neither load dlib nor fit again (so a machine that was given
+the cached fit, like the GPU machine of bench/gpu_stage.py, needs neither dlib nor its 100 MB
+predictor).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import io
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engines.cache import cache_dir
 from engines.errors import ModelLoadError
 from engines.portrait.errors import (
     NoFaceError,
@@ -150,11 +156,40 @@ def detect_faces(image: np.ndarray) -> list[tuple[float, float, float, float]]:
             for r in rects]
 
 
-def detect_portrait_landmarks(image: np.ndarray) -> np.ndarray:
-    """The 68 landmarks [68, 2] (x, y pixels, float32) of the one face in an RGB portrait."""
+def landmarks_cache_path(image: np.ndarray) -> Path:
+    """Where the fit of this (checked) image is kept: named by the sha256 of its pixels."""
+    digest = hashlib.sha256(f"{image.shape}".encode())
+    digest.update(np.ascontiguousarray(image).tobytes())
+    return cache_dir("portrait") / f"{digest.hexdigest()[:32]}.npy"
+
+
+def detect_portrait_landmarks(image: np.ndarray, *, cache: bool = True) -> np.ndarray:
+    """The 68 landmarks [68, 2] (x, y pixels, float32) of the one face in an RGB portrait
+    (from the cache when this image was fitted before; `cache=False`, for uploads: neither
+    read nor written, so users' photos leave no file behind)."""
+    image = _check_array(image)
+    if not cache:
+        return _fit_landmarks(image)
+    path = landmarks_cache_path(image)
+    try:
+        cached = np.load(path)
+        if cached.shape == (68, 2) and np.isfinite(cached).all():
+            return cached.astype(np.float32)
+    except (OSError, ValueError):
+        pass  # not fitted yet (or an unreadable file): fit again
+    points = _fit_landmarks(image)
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
+    try:
+        np.save(tmp, points)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache costs a fit per start, nothing else
+        logger.warning("portrait landmarks not cached: %s", exc)
+    return points
+
+
+def _fit_landmarks(image: np.ndarray) -> np.ndarray:
     import dlib
 
-    image = _check_array(image)
     boxes = detect_faces(image)
     if not boxes:
         raise NoFaceError("no face found: use a front-facing photo with one clearly visible face")

@@ -83,3 +83,23 @@ async def test_stop_strings(llm: TransformersLLM) -> None:
     text = await answer(llm, [ChatMessage("user", "List the numbers 1, 2, 3, 4, 5.")], 30,
                         stop=["3"])
     assert "3" not in text and "4" not in text
+
+
+async def test_forced_answers_are_said_word_for_word(llm: TransformersLLM) -> None:
+    """Timing-equivalent decoding (engines/llm/forced.py) on the eager CPU path: the written
+    answer comes out exactly, and the next turn reuses it from the cache as a real answer."""
+    from engines.llm.forced import ForcedAnswer, ForcedAnswers
+
+    written = "Octopuses have three hearts and blue blood. Isn't that odd?"
+    llm._forced = ForcedAnswers([ForcedAnswer("Tell me about octopuses.", written)])
+    try:
+        first = [ChatMessage("user", "tell me about octopuses")]
+        short = await answer(llm, first, 4)  # max_new_tokens still caps it
+        assert written.startswith(short) and len(short) < len(written)
+        said = await answer(llm, first, 60)
+        assert said == written
+        second = [*first, ChatMessage("assistant", said), ChatMessage("user", "Why?")]
+        await answer(llm, second, 8)
+        assert llm.last_prefill_tokens < 20  # the written answer was in the cache
+    finally:
+        llm._forced = None

@@ -93,3 +93,29 @@ def test_errors_share_one_user_facing_base_class() -> None:
     with pytest.raises(PortraitError):
         load_portrait(b"not an image")
     assert issubclass(PortraitError, ValueError)
+
+
+def test_a_fit_is_cached_by_the_pixels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       astronaut: np.ndarray) -> None:
+    """A second start on the same portrait reads the fit back (no dlib); a corrupt cache file
+    is fitted again; another image is another file."""
+    from engines.portrait import intake
+
+    monkeypatch.setenv("RTC_AVATAR_CACHE", str(tmp_path))
+    fitted = detect_portrait_landmarks(astronaut)
+    path = intake.landmarks_cache_path(astronaut)
+    assert path.is_file() and path.parent == tmp_path / "portrait"
+
+    def no_dlib(image: np.ndarray) -> np.ndarray:
+        raise AssertionError("fitted again")
+
+    monkeypatch.setattr(intake, "_fit_landmarks", no_dlib)
+    assert np.array_equal(detect_portrait_landmarks(astronaut), fitted)
+    path.write_bytes(b"garbage")
+    monkeypatch.setattr(intake, "_fit_landmarks", lambda image: fitted + 1)
+    assert np.array_equal(detect_portrait_landmarks(astronaut), fitted + 1)
+    assert intake.landmarks_cache_path(astronaut[:, ::-1]) != path
+    # An upload's fit is neither read from nor written to the cache.
+    path.unlink()
+    assert np.array_equal(detect_portrait_landmarks(astronaut, cache=False), fitted + 1)
+    assert not path.exists()

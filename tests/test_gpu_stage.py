@@ -1,0 +1,86 @@
+"""testkit/staging.py (bench/gpu_stage.py's checks): the carried sets are checked by size and
+sha256 before anything starts on the GPU machine; a missing or corrupt part stops it (exit 2)
+naming the file and the set to carry again; the joined files are the originals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testkit.staging import Source, StageError, assemble, plan, run_check, verify, write_sets
+
+
+@pytest.fixture
+def staged(tmp_path: Path) -> tuple[dict, Path, dict[str, bytes]]:
+    originals = {"wheels/a.whl": bytes(range(256)) * 9, "cache/asr/m/model.bin": b"x" * 5000,
+                 "tokenizer/empty.json": b"", "site/p/q.py": b"print(1)\n"}
+    sources = []
+    for i, (dest, data) in enumerate(originals.items()):
+        path = tmp_path / "src" / f"{i}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        sources.append(Source(dest, path))
+    manifest = plan(sources, 2048)  # small sets: the larger files are cut across them
+    stage = tmp_path / "stage"
+    write_sets(manifest, stage)
+    return manifest, stage, originals
+
+
+def test_parts_fill_sets_and_join_back(staged: tuple[dict, Path, dict[str, bytes]],
+                                       tmp_path: Path) -> None:
+    manifest, stage, originals = staged
+    assert max(manifest["sets"].values()) <= 2048 and len(manifest["sets"]) >= 4
+    assert sum(len(f["parts"]) for f in manifest["files"]) > len(originals)
+    assert verify(manifest, stage) == sum(len(d) for d in originals.values())
+    root = tmp_path / "root"
+    assemble(manifest, stage, root)
+    for dest, data in originals.items():
+        assert (root / dest).read_bytes() == data
+    assemble(manifest, stage, root)  # in place already: kept
+
+
+def test_a_missing_part_is_named_with_its_set(staged: tuple[dict, Path, dict[str, bytes]],
+                                              tmp_path: Path) -> None:
+    manifest, stage, _ = staged
+    part = manifest["files"][1]["parts"][-1]
+    (stage / part["set"] / part["name"]).unlink()
+    with pytest.raises(StageError, match=rf"MISSING .*{part['name']}.*model\.bin.*carry set "
+                                         rf"{part['set']} again"):
+        verify(manifest, stage)
+    others = [s for s in manifest["sets"] if s != part["set"]]
+    verify(manifest, stage, others)  # a partial check of the sets that did arrive passes
+    with pytest.raises(StageError, match="MISSING"):
+        assemble(manifest, stage, tmp_path / "root")
+    assert not (tmp_path / "root").exists()  # nothing laid down before the whole check
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_corrupt_part_is_found(staged: tuple[dict, Path, dict[str, bytes]],
+                                 damage: str) -> None:
+    manifest, stage, _ = staged
+    part = manifest["files"][0]["parts"][0]
+    path = stage / part["set"] / part["name"]
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[7] ^= 1
+    else:
+        data = data[:-1]
+    path.write_bytes(bytes(data))
+    with pytest.raises(StageError, match=rf"CORRUPT .*{part['name']}.*a\.whl"):
+        verify(manifest, stage)
+
+
+def test_the_command_line_stops_with_exit_2_and_a_message(
+        staged: tuple[dict, Path, dict[str, bytes]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    manifest, stage, _ = staged
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    assert run_check("verify", stage, path) == 0
+    part = manifest["files"][0]["parts"][0]
+    (stage / part["set"] / part["name"]).unlink()
+    assert run_check("assemble", stage, path, root=tmp_path / "r", install=False) == 2
+    assert "MISSING" in capsys.readouterr().err
+    assert run_check("verify", stage, tmp_path / "no") == 2
