@@ -54,7 +54,10 @@ from engines.text.zh_numbers import has_cjk, integer, normalize_zh
             "Or five five five, one two three, four five six seven, five five five, one two "
             "three, four five six seven.",
         ),
-        ("From 0800 to 1200 hours.", "From zero eight zero zero to one thousand two hundred hours."),
+        (
+            "From 0800 to 1200 hours.",
+            "From zero eight zero zero to one thousand two hundred hours.",
+        ),
         ("It is 5 km away and weighs 1 kg.", "It is five kilometers away and weighs one kilogram."),
         ("Pages 10-20 & more.", "Pages ten to twenty and more."),
         ("Dr. Smith lives near St. Mary.", "Doctor Smith lives near Saint Mary."),
