@@ -14,7 +14,9 @@ end; the peer in the benchmark's process restricts its ICE candidates to 127.0.0
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
+import signal
 import sys
 import tempfile
 import tomllib
@@ -65,6 +67,14 @@ def agent_toml(
     return "\n".join(lines) + "\n"
 
 
+def _end_with_parent() -> None:
+    """In the child before exec: the server gets SIGTERM when the benchmark's process ends,
+    however it ends (a kill skips the `finally` below; an orphaned server kept its port and
+    a core busy under the next benchmark). Linux's PR_SET_PDEATHSIG; elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 @asynccontextmanager
 async def running_server(
     config_toml: str, slow: SlowMachine | None = None
@@ -80,6 +90,7 @@ async def running_server(
             argv, env = slow.wrap(argv), slow.env()
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=REPO, stdout=asyncio.subprocess.PIPE, env=env,
+            preexec_fn=_end_with_parent,  # noqa: PLW1509 - only prctl, no locks or threads
         )
         try:
             assert process.stdout is not None
