@@ -95,3 +95,13 @@ def test_chinese_backchannels_and_stop_words() -> None:
         assert is_real_interruption(text), text
     assert is_false_interruption("你好", 0.4, 0.7)  # a short sound read as two characters
     assert not is_false_interruption("停", 0.4, 0.7)  # one character that means stop
+
+
+def test_the_chinese_reminder_names_the_scope_briefly() -> None:
+    """The reminder rides with every question: its scope is the first item, as in English
+    (the Chinese scopes are listed with "、" and "，", not ",")."""
+    from engines.llm.personas import persona
+
+    assert "这家银行有关" in persona("bank", "zh").reminder
+    assert "办理流程" not in persona("bank", "zh").reminder
+    assert "about the bank," in persona("bank", "en").reminder

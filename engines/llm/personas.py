@@ -21,6 +21,7 @@ money must not vary) and, for `bank` and `tutor`, an example knowledge file ship
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,9 @@ class Persona:
     @property
     def reminder(self) -> str:
         """The line that rides with every question when the deployment has facts."""
-        return templates(self.language).reminder.format(scope=self.scope.split(",")[0])
+        # The scope's first item ("the bank", "这家银行"): short, as the reminder is read
+        # with every question.
+        return templates(self.language).reminder.format(scope=re.split("[,，、]", self.scope)[0])
 
 
 @dataclass(frozen=True)
