@@ -44,7 +44,7 @@ from common.logs import setup_logging  # noqa: E402
 from engines.asr.config import AsrConfig  # noqa: E402
 from engines.asr.text import (  # noqa: E402
     char_error_rate,
-    edit_distance,
+    corpus_error_rate,
     normalize_chars,
     word_error_rate,
 )
@@ -133,17 +133,14 @@ def syllable_error_rates(refs: list[str], hyps: list[str]) -> tuple[float, float
     """Corpus error rates of the pinyin syllables (with tones, without tones)."""
     from pypinyin import Style, lazy_pinyin
 
-    def syllables(text: str) -> list[str]:
+    def toned(text: str) -> list[str]:
         chars = "".join(normalize_chars(text))
         return list(lazy_pinyin(chars, style=Style.TONE3, neutral_tone_with_five=True))
 
-    toned = toneless = total = 0
-    for ref, hyp in zip(refs, hyps, strict=True):
-        r, h = syllables(ref), syllables(hyp)
-        toned += edit_distance(r, h)
-        toneless += edit_distance([s.rstrip("12345") for s in r], [s.rstrip("12345") for s in h])
-        total += len(r)
-    return toned / max(total, 1), toneless / max(total, 1)
+    def toneless(text: str) -> list[str]:
+        return [s.rstrip("12345") for s in toned(text)]
+
+    return corpus_error_rate(refs, hyps, toned), corpus_error_rate(refs, hyps, toneless)
 
 
 def main() -> int:

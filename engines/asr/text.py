@@ -4,6 +4,7 @@ rates (WER for English, CER for Chinese: characters, punctuation and spaces left
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _WORD = re.compile(r"[^a-z0-9']+")
 _SENTENCE_END = (".", "?", "!")
@@ -60,14 +61,22 @@ def edit_distance(ref: list[str], hyp: list[str]) -> int:
     return row[-1]
 
 
+def corpus_error_rate(
+    refs: list[str], hyps: list[str], units: Callable[[str], list[str]]
+) -> float:
+    """Total edits over total reference units, each text cut into `units` (words, characters,
+    syllables)."""
+    edits = total = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        r = units(ref)
+        edits += edit_distance(r, units(hyp))
+        total += len(r)
+    return edits / max(total, 1)
+
+
 def word_error_rate(refs: list[str], hyps: list[str]) -> float:
     """Corpus WER: total word edits over total reference words."""
-    edits = words = 0
-    for ref, hyp in zip(refs, hyps, strict=True):
-        r = normalize_words(ref)
-        edits += edit_distance(r, normalize_words(hyp))
-        words += len(r)
-    return edits / max(words, 1)
+    return corpus_error_rate(refs, hyps, normalize_words)
 
 
 def normalize_chars(text: str) -> list[str]:
@@ -78,9 +87,4 @@ def normalize_chars(text: str) -> list[str]:
 
 def char_error_rate(refs: list[str], hyps: list[str]) -> float:
     """Corpus CER: total character edits over total reference characters."""
-    edits = chars = 0
-    for ref, hyp in zip(refs, hyps, strict=True):
-        r = normalize_chars(ref)
-        edits += edit_distance(r, normalize_chars(hyp))
-        chars += len(r)
-    return edits / max(chars, 1)
+    return corpus_error_rate(refs, hyps, normalize_chars)
