@@ -6,8 +6,10 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import soxr
 
 from rtc_server.config import AgentConfig, Config, IceConfig, ProfileConfig, ServerConfig
+from rtc_server.engine_set import Engines
 from testkit.peer import Received
 
 # aiortc's receiver hold per frame (see tests/test_loopback.py): audio until the 4th next
@@ -27,6 +29,15 @@ def agent_config(greeting: str = "", **agent: Any) -> Config:
         agent=dataclasses.replace(AgentConfig(greeting=greeting), **agent),
         llm=dataclasses.replace(base.llm, seed=1234, temperature=0.0),
     )
+
+
+def transcribe(engines: Engines, pcm48: np.ndarray) -> str:
+    """What the server's own ASR hears in 48 kHz audio a peer received (fed in 1 s pieces)."""
+    pcm = np.asarray(soxr.resample(pcm48, 48000, 16000), dtype=np.int16)
+    stream = engines.asr.open()
+    for start in range(0, len(pcm), 16000):
+        stream.feed(pcm[start : start + 16000])
+    return stream.finish()
 
 
 class MouthMeter:

@@ -10,14 +10,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-import soxr
 
 from engines.asr.text import word_error_rate
 from rtc_server.agent import AgentBehaviour
 from rtc_server.app import Server
 from rtc_server.engine_set import Engines
 from rtc_server.session import Session
-from testkit.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
+from testkit.agent import (
+    MouthMeter,
+    agent_config,
+    audio_timeline,
+    best_lag,
+    transcribe,
+    video_timeline,
+)
 from testkit.peer import LoopbackPeer, PcmMicrophone
 from testkit.speech import synth
 from tests.support.server import running_server
@@ -97,14 +103,6 @@ async def test_question_gets_a_spoken_answer(agent_engines: Engines) -> None:
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z']+", text.lower())
-
-
-def transcribe(engines: Engines, pcm48: np.ndarray) -> str:
-    pcm = np.asarray(soxr.resample(pcm48, 48000, 16000), dtype=np.int16)
-    stream = engines.asr.open()
-    for start in range(0, len(pcm), 16000):
-        stream.feed(pcm[start : start + 16000])
-    return stream.finish()
 
 
 async def test_barge_in_stops_the_answer_and_the_next_answer_follows(

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import soxr
 
 from engines.asr.text import char_error_rate
 from engines.text.zh_numbers import has_cjk
@@ -19,7 +18,14 @@ from engines.text.zh_script import to_simplified
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines, load_engines
 from rtc_server.language import ConversationConfig, localize
-from testkit.agent import MouthMeter, agent_config, audio_timeline, best_lag, video_timeline
+from testkit.agent import (
+    MouthMeter,
+    agent_config,
+    audio_timeline,
+    best_lag,
+    transcribe,
+    video_timeline,
+)
 from testkit.peer import LoopbackPeer, PcmMicrophone
 from testkit.sentences import spoken_reference
 from testkit.speech import synth
@@ -42,14 +48,6 @@ def zh_engines() -> Iterator[Engines]:
     engines = load_engines(zh_config())
     yield engines
     engines.close()
-
-
-def transcribe(engines: Engines, pcm48: np.ndarray) -> str:
-    pcm = np.asarray(soxr.resample(pcm48, 48000, 16000), dtype=np.int16)
-    stream = engines.asr.open()
-    for start in range(0, len(pcm), 16000):
-        stream.feed(pcm[start : start + 16000])
-    return stream.finish()
 
 
 async def test_chinese_greeting_lips_follow_the_kokoro_voice(zh_engines: Engines) -> None:
