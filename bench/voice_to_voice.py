@@ -43,6 +43,7 @@ import logging
 import platform
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from common.logs import setup_logging  # noqa: E402
 from engines.turn.config import TurnConfig  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
+from rtc_server.hearing import HEARING_MARKS  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.agent import (  # noqa: E402
     MouthMeter,
@@ -209,6 +211,14 @@ def _options(args: argparse.Namespace) -> str:
 Row = tuple[str, str, str]  # metric, p50, p95
 
 
+def end_bound(marks: dict[str, float]) -> str:
+    """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
+    waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_asked") if s in marks}
+    if "turn_asked" not in waited:
+        return "limit"
+    return max(waited, key=lambda s: waited[s])
+
+
 def rows(
     results: list[Result], max_silence_ms: int, paused: bool
 ) -> tuple[list[Row], list[str]]:
@@ -221,6 +231,12 @@ def rows(
            if "voice_end" in r["marks_ms"]]
     out.append(("end of turn (endpoint after the end of the voice), ms", f"{pct(eot, 0.5):.0f}",
                 f"{pct(eot, 0.95):.0f}"))
+    for stage in HEARING_MARKS:  # what the end of turn waited for, after the voice's end
+        values = [float(r["marks_ms"][stage]) - float(r["marks_ms"]["voice_end"])
+                  for r in results if stage in r["marks_ms"] and "voice_end" in r["marks_ms"]]
+        if values:
+            out.append((f"  {stage} (ms after the end of the voice)", f"{pct(values, 0.5):.0f}",
+                        f"{pct(values, 0.95):.0f}"))
     for stage in ("voice_end", *STAGES):
         values = [float(r["marks_ms"][stage]) for r in results if stage in r["marks_ms"]]
         out.append((f"{stage} (ms after endpoint)", f"{pct(values, 0.5):.0f}",
@@ -251,6 +267,10 @@ def rows(
              f"only at max_silence_ms ({max_silence_ms}); longest silence inside an answer "
              f"over 700 ms in {sum(g > 700 for g in gaps)}/{len(gaps)}; end of turn, ms: "
              + " ".join(f"{e:.0f}" for e in sorted(eot))]
+    bound = Counter(end_bound(r["marks_ms"]) for r in results if "voice_end" in r["marks_ms"])
+    notes.append("The end of turn waited last for: " + ", ".join(
+        f"{name} {n}" for name, n in bound.most_common()) + " (turn_asked: the silence the "
+        "verdict asked for; pause_text / turn_model: that evidence; limit: max_silence_ms).")
     if paused:
         cuts = sum(bool(r["cut_off"]) for r in results)
         notes.append(f"False cut-offs (a final transcript before the rest of the question): "

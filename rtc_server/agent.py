@@ -36,7 +36,7 @@ from engines.voicing import SpokenChunks
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import AgentText, State, Transcript, TurnTimings, UserSpeech
-from rtc_server.hearing import Hearing, Utterance
+from rtc_server.hearing import HEARING_MARKS, Hearing, Utterance
 from rtc_server.pacing import Pacing, SentenceGate
 from rtc_server.session import Session
 from rtc_server.speaker import Voice
@@ -327,6 +327,8 @@ class AgentBehaviour:
     def _confirm(self, turn: Turn, utterance: Utterance) -> None:
         clock = self._session.clock
         turn.mark("voice_end", utterance.voice_end)
+        for stage, t in utterance.marks.items():  # what the end of turn waited for
+            turn.mark(stage, t)
         turn.mark("speech_end", utterance.speech_end)
         turn.mark("asr_final", clock.time())
         turn.confirm()
@@ -419,7 +421,9 @@ class AgentBehaviour:
             )
             self._session.metrics.turn_stall_ms.observe(turn.stall_ms)
             if "speech_end" in turn.marks:
-                self._session.metrics.observe_turn(timings)
+                self._session.metrics.observe_turn(
+                    {s: ms for s, ms in timings.items() if s not in HEARING_MARKS}
+                )
             fields = {f"ms_{stage}": ms for stage, ms in timings.items()}
             self._session.log.info(
                 "turn %d done", turn.id,

@@ -25,6 +25,10 @@ turn model the endpointer's fixed hangover ends it.
 The listener learns, in order: speech start, voice duration (for barge-in), partials, a pause
 with its stable text (for starting the LLM early), the resumption of speech after a pause, and
 the final transcript with the clock time of the endpoint and of the end of the voiced audio.
+The final also carries when the last pause's evidence came in (`HEARING_MARKS`), so the end of
+turn can be split into the pause, the turn model, the pause's transcript and the silence the
+verdict asked for: which of them sets it differs by machine (on a GPU box the silence, on a
+slow CPU the pause decode).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -50,6 +54,10 @@ from rtc_server.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 MAX_QUEUED_OPS = int(30.0 / 0.02)  # 30 s of frames; beyond that frames are dropped (logged)
+# Clock times of the last pause before the endpoint: reported by the endpointer, the turn
+# model's probability in, the pause's transcript in, and the end of the silence the verdict
+# asked for (voice end + `complete_after_ms`; absent when it asked for the long limit).
+HEARING_MARKS = ("pause", "turn_model", "pause_text", "turn_asked")
 _NO_AUDIO = np.zeros(0, dtype=np.int16)
 
 
@@ -61,6 +69,7 @@ class Utterance:
     voice_end: float  # clock time the voiced audio ended
     forced: bool
     reason: str = "silence"  # "complete" (turn model), "silence" or "max_length"
+    marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS reached, clock times
 
 
 class HearingListener(Protocol):
@@ -82,6 +91,7 @@ class _End:
     speech_end: float
     voice_end: float
     reason: str
+    marks: dict[str, float]
 
 
 @dataclass
@@ -94,6 +104,7 @@ class _Pause:
     text: PauseText | None = None
     decided: bool = False  # the evidence is in: `after_ms` holds the verdict
     after_ms: float | None = None  # the silence that ends the turn (None: the long limit)
+    marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS, clock times
 
 
 _Op = tuple[str, int, object]
@@ -186,6 +197,7 @@ class Hearing:
             self._ahead.reset()
             self._paused = True
             self._pause = _Pause(self._utterance, event.pause_id)
+            self._pause.marks["pause"] = self._push_clock
             self._put(("pause", self._utterance, event.pause_id))
             early, self._early = self._early, None
             if self._model is not None:
@@ -196,8 +208,9 @@ class Hearing:
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, events.SpeechEnded):
+            marks = self._pause.marks if self._pause is not None else {}
             self._paused, self._pause, self._early = False, None, None
-            end = _End(self._clock.time(), self._stream_clock(event.t), event.reason)
+            end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks)
             self._put(("finish", self._utterance, end))
 
     def _stream_clock(self, t: float) -> float:
@@ -242,6 +255,7 @@ class Hearing:
         pause = self._pause
         if pause is not None and pause.pause_id == event.pause_id:
             pause.probability = probability
+            pause.marks["turn_model"] = self._clock.time()
             self._decide(pause)
 
     def _paused_text(self, utterance: int, pause_id: int, paused: PauseText) -> None:
@@ -249,6 +263,7 @@ class Hearing:
         if pause is None or (pause.utterance, pause.pause_id) != (utterance, pause_id):
             return  # resumed or ended since: that text is not the pause's any more
         pause.text = paused
+        pause.marks["pause_text"] = self._clock.time()
         if paused.text.strip():
             self._listener.on_pause(utterance, paused.text.strip())
         self._decide(pause)
@@ -267,6 +282,9 @@ class Hearing:
                                                self._pause_ms)
             logger.debug("pause %d: p=%.2f text=%r -> complete after %s ms", pause.pause_id,
                          pause.probability, pause.text, pause.after_ms)
+            if pause.after_ms is not None:
+                voice_end = self._push_clock - self._endpointer.trailing_silence_ms / 1000
+                pause.marks["turn_asked"] = voice_end + pause.after_ms / 1000
         if pause.after_ms is None or self._endpointer.trailing_silence_ms < pause.after_ms:
             return
         pause.after_ms = None
@@ -323,7 +341,7 @@ class Hearing:
                     stream = None
                     self._listener.on_final(Utterance(
                         utterance, final.strip(), arg.speech_end, arg.voice_end,
-                        forced=arg.reason == "max_length", reason=arg.reason,
+                        forced=arg.reason == "max_length", reason=arg.reason, marks=arg.marks,
                     ))
             except asyncio.CancelledError:
                 raise

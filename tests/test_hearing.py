@@ -22,7 +22,7 @@ from engines.turn import TurnConfig
 from engines.vad import VadConfig
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
-from rtc_server.hearing import Hearing, Utterance
+from rtc_server.hearing import HEARING_MARKS, Hearing, Utterance
 from rtc_server.tasks import TaskSet
 from tests.support.fakes import FakeASR, use_level_detector
 
@@ -215,6 +215,8 @@ async def test_incomplete_keeps_listening_until_the_long_limit(rigs: list[Rig]) 
     r.quiet(0.3)
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "silence"
+    # The evidence came in, but asked for no silence: the long limit ended the turn.
+    assert set(r.listener.finals[0].marks) == {"pause", "turn_model", "pause_text"}
 
 
 async def test_complete_sound_with_unfinished_words_keeps_listening(rigs: list[Rig]) -> None:
@@ -416,6 +418,10 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     r.quiet(0.04)  # 460 ms
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "complete"
+    # What the end of turn waited for travels with the final (the benchmarks split it).
+    marks = r.listener.finals[0].marks
+    assert set(marks) == set(HEARING_MARKS)
+    assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
 
     again = rig(rigs, ["What time", "What time is it?"], FakeTurnModel([0.3]), turn)
     again.quiet(0.3)
