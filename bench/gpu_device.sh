@@ -4,10 +4,15 @@
 # here, exit 2, naming it), make the Qwen2.5-1.5B-shaped model with random weights once, then
 # run the command given, with the carried packages and the engine cache in place.
 #   STAGE=../ ROOT=/tmp/rtc sh bench/gpu_device.sh python3 bench/voice_to_voice.py ...
+# EXTRAS="tiny kokoro" also lays down those extras' sets (bench/gpu_stage_<name>.json).
 set -eu
 STAGE=${STAGE:-..}
 ROOT=${ROOT:-/tmp/rtc}
 python3 bench/gpu_stage.py assemble --stage "$STAGE" --root "$ROOT"
+for extra in ${EXTRAS:-}; do
+  python3 bench/gpu_stage.py assemble --stage "$STAGE" --root "$ROOT" --no-install \
+    --manifest "bench/gpu_stage_$extra.json"
+done
 export PYTHONPATH="$ROOT/site:$PWD" RTC_AVATAR_CACHE="$ROOT/cache" PYTHONUNBUFFERED=1
 if [ ! -f "$ROOT/qwen2.5-1.5b-random/config.json" ]; then
   python3 -c "import sys; from pathlib import Path; from bench.gpu_llm import random_model; \

@@ -83,7 +83,7 @@ def _session(model: str, threads: int) -> Any:
                                         providers=["CPUExecutionProvider"])
 
 
-def run(model: str, tokens: Path, threads: list[int]) -> str:
+def run(model: str, tokens: Path, threads: list[int], limit: int = 0) -> str:
     from bench.stats import pct
 
     data = np.load(tokens)
@@ -107,7 +107,7 @@ def run(model: str, tokens: Path, threads: list[int]) -> str:
 
             infer(data[f"tokens_{voice}_0"])  # warm-up: onnxruntime's first-call set-up
             first, rtf, cpu, audio, k = [], [], 0.0, 0.0, 0
-            for chunks in sentences:
+            for chunks in sentences[:limit or None]:
                 took = seconds = 0.0
                 for c, pieces in enumerate(chunks):
                     t0, c0 = time.perf_counter(), time.process_time()
@@ -136,7 +136,7 @@ def main() -> int:
     parser.add_argument("command", choices=("prepare", "run"))
     parser.add_argument("--out", type=Path, default=Path(".gpu/kokoro_tokens.npz"))
     parser.add_argument("--voices", nargs="+", default=["zm_yunxia", "af_heart"])
-    parser.add_argument("--sentences", type=int, default=12)
+    parser.add_argument("--sentences", type=int, default=12, help="prepared; run: the first N")
     parser.add_argument("--model", default="kokoro-v1.0.int8.onnx")
     parser.add_argument("--tokens", type=Path, default=Path("kokoro_tokens.npz"))
     parser.add_argument("--threads", default="1,2,4")
@@ -144,7 +144,8 @@ def main() -> int:
     if args.command == "prepare":
         prepare(args.out, args.voices, args.sentences)
     else:
-        print(run(args.model, args.tokens, [int(t) for t in args.threads.split(",")]))
+        print(run(args.model, args.tokens, [int(t) for t in args.threads.split(",")],
+                  args.sentences))
     return 0
 
 

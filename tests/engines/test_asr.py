@@ -308,3 +308,17 @@ def test_cli_transcribes_a_44k_stereo_wav(
 )
 def test_restart_loops_are_trimmed(decoded: str, kept: str) -> None:
     assert trim_restart(decoded) == kept
+
+
+@pytest.mark.parametrize(
+    ("ref", "hyp", "wer"),
+    [
+        ("We never ask by e-mail.", "We never ask by email.", 0.0),  # one word, two spellings
+        ("by email", "by e-mail", 0.0),
+        ("a well-known bank", "a well known bank", 0.0),  # open in both: split
+        ("by e-mail", "by mail", 1 / 3),  # a different word is still an error
+        ("A transfer abroad", "A transfer a broad", 2 / 3),  # not a hyphen: two edits
+    ],
+)
+def test_hyphenated_compounds_match_their_closed_spelling(ref: str, hyp: str, wer: float) -> None:
+    assert word_error_rate([ref], [hyp]) == pytest.approx(wer)
