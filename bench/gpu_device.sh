@@ -3,8 +3,10 @@
 # sets (bench/gpu_stage.py: every part checked by sha256 first; a missing or corrupt one stops
 # here, exit 2, naming it), make the Qwen2.5-1.5B-shaped model with random weights once, then
 # run the command given, with the carried packages and the engine cache in place.
+# With the redis extra (r1: gpu_stage.py build --extra redis), redis-server is put on PATH and
+# its libraries on LD_LIBRARY_PATH (for bench/cluster.py).
 #   STAGE=../ ROOT=/tmp/rtc sh bench/gpu_device.sh python3 bench/voice_to_voice.py ...
-# EXTRAS="tiny kokoro" also lays down those extras' sets (bench/gpu_stage_<name>.json).
+# EXTRAS="tiny redis kokoro" also lays down those extras' sets (bench/gpu_stage_<name>.json).
 set -eu
 STAGE=${STAGE:-..}
 ROOT=${ROOT:-/tmp/rtc}
@@ -14,6 +16,11 @@ for extra in ${EXTRAS:-}; do
     --manifest "bench/gpu_stage_$extra.json"
 done
 export PYTHONPATH="$ROOT/site:$PWD" RTC_AVATAR_CACHE="$ROOT/cache" PYTHONUNBUFFERED=1
+if [ -f "$ROOT/redis/bin/redis-server" ]; then
+  chmod +x "$ROOT/redis/bin/redis-server"
+  export PATH="$ROOT/redis/bin:$PATH"
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$ROOT/redis/lib"
+fi
 if [ ! -f "$ROOT/qwen2.5-1.5b-random/config.json" ]; then
   python3 -c "import sys; from pathlib import Path; from bench.gpu_llm import random_model; \
 print('random weights:', random_model('1.5b', Path(sys.argv[1]) / 'tokenizer', Path(sys.argv[1])))" "$ROOT"

@@ -12,6 +12,8 @@ machine is warm. So:
            bench/gpu_stage_manifest.json (dest, size and sha256 of every file and part)
     python bench/gpu_stage.py build --extra kokoro     # Kokoro-82M's speed (bench/gpu_kokoro.py)
         -> .gpu/k1 .. .gpu/kN, bench/gpu_stage_kokoro.json
+    python bench/gpu_stage.py build --extra redis      # redis-server for bench/cluster.py
+        -> .gpu/r1, bench/gpu_stage_redis.json (gpu_device.sh lays it down when r1 is there)
     # one device call per set, each naming .gpu/sK (and .gpu/tree, the code) in `carry`
     python3 bench/gpu_stage.py verify --stage .gpu [--sets s2]        # there, after a call
     python3 bench/gpu_stage.py assemble --stage .gpu --root /tmp/rtc  # there, before a run
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -50,6 +53,7 @@ from testkit.staging import (  # noqa: E402  (standard library only: runs before
     Source,
     StageError,
     files_of,
+    parse_ldd,
     plan,
     run_check,
     write_sets,
@@ -67,6 +71,8 @@ WHEELS = (
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
+# redis-server's libraries outside glibc's that an Ubuntu 24.04 image may lack (`ldd`).
+REDIS_LIBS = ("liblzf.so.1", "libjemalloc.so.2", "libatomic.so.1")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                    "generation_config.json")
 
@@ -142,6 +148,22 @@ def tiny_sources(stage: Path) -> list[Source]:
             if p.is_file()]
 
 
+def redis_sources() -> list[Source]:
+    """redis-server (Debian's /usr/bin/redis-server is a symlink to redis-check-rdb: the file
+    itself, named redis-server) and the libraries of it an Ubuntu 24.04 image may lack
+    (`REDIS_LIBS`, found by ldd, symlinks resolved, under their sonames). Laid down as
+    redis/bin and redis/lib under the root; gpu_device.sh puts them on PATH and
+    LD_LIBRARY_PATH."""
+    server = Path(shutil.which("redis-server") or "/usr/bin/redis-server").resolve()
+    found = parse_ldd(subprocess.run(["ldd", str(server)], capture_output=True, text=True,
+                                     check=True).stdout)
+    missing = [name for name in REDIS_LIBS if name not in found]
+    if missing:
+        raise StageError(f"ldd {server}: {missing} not found")
+    return [Source("redis/bin/redis-server", server),
+            *(Source(f"redis/lib/{name}", found[name].resolve()) for name in REDIS_LIBS)]
+
+
 def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manifest, Path]:
     stage.mkdir(parents=True, exist_ok=True)
     if extra == "kokoro":
@@ -150,6 +172,9 @@ def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manife
     elif extra == "tiny":
         out = REPO / "bench" / "gpu_stage_tiny.json"
         manifest = plan(tiny_sources(stage), int(set_mib * (1 << 20)), prefix="t")
+    elif extra == "redis":
+        out = REPO / "bench" / "gpu_stage_redis.json"
+        manifest = plan(redis_sources(), int(set_mib * (1 << 20)), prefix="r")
     else:
         out = MANIFEST
         manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
@@ -170,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--extra", choices=("kokoro", "tiny"),
+    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis"),
                         help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":

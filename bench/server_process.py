@@ -4,7 +4,9 @@
 127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
 and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`, `profile`);
 with `base` (a profile file such as config/gpu.toml) its tables first, the benchmark's keys
-over them.
+over them (testkit.server_toml, which bench/cluster.py's workers use too).
+`add_profile_options` and `profile_keys`: GPU mode's command-line options (--config,
+--llm-model, --forced-answers, --asr-model) and the `[llm]`/`[asr]` keys they set.
 `running_server(config_toml, slow)` writes the TOML, starts `python -m rtc_server --config ...`
 (with `slow`, as on the emulated slow machine, `bench/slow_machine.py`),
 waits for its "rtc-avatar ... at http://..." line (the models load first) and stops it at the
@@ -13,29 +15,21 @@ end; the peer in the benchmark's process restricts its ICE candidates to 127.0.0
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import ctypes
-import json
 import signal
 import sys
 import tempfile
-import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.slow_machine import SlowMachine
+from testkit.server_toml import Table, merged_toml
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 900  # the first start assembles and loads every model
-Table = Mapping[str, str | int | float | bool]
-
-
-def _lines(section: str, keys: Table) -> list[str]:
-    def value(v: str | int | float | bool) -> str:
-        return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
-
-    return [f"[{section}]", *(f"{key} = {value(v)}" for key, v in keys.items())]
 
 
 def agent_toml(
@@ -44,27 +38,37 @@ def agent_toml(
     base: Path | None = None,
 ) -> str:
     """The server's TOML for a benchmark (see the module docstring)."""
-    tables: dict[str, dict[str, str | int | float | bool]] = {}
-    if base is not None:
-        for section, keys in tomllib.loads(base.read_text()).items():
-            if not isinstance(keys, dict) or any(isinstance(v, (dict, list)) for v in
-                                                 keys.values()):
-                raise ValueError(f"{base}: [{section}] is not a table of plain values")
-            tables[section] = dict(keys)
-
-    def add(section: str, keys: Table | None) -> None:
-        tables.setdefault(section, {}).update(keys or {})
-
-    add("server", {"mode": "agent", "port": port, "log_level": "WARNING"})
-    add("ice", {"loopback_only": True})
-    add("agent", {"greeting": "", **(agent or {})})
+    sections: dict[str, Table] = {
+        "server": {"mode": "agent", "port": port, "log_level": "WARNING"},
+        "ice": {"loopback_only": True},
+        "agent": {"greeting": "", **(agent or {})},
+    }
     if llm is not None:
-        add("llm", llm)
+        sections["llm"] = llm
     for section, keys in (("vad", vad), ("asr", asr), ("turn", turn), ("profile", profile)):
         if keys:
-            add(section, keys)
-    lines = [line for section, keys in tables.items() for line in _lines(section, keys)]
-    return "\n".join(lines) + "\n"
+            sections[section] = keys
+    return merged_toml(sections, base)
+
+
+def add_profile_options(parser: argparse.ArgumentParser, llm_model_help: str) -> None:
+    """GPU mode's options (README "GPU"): a server profile under the benchmark's keys, the
+    model, timing-equivalent decoding and the Whisper model; `profile_keys` maps them."""
+    parser.add_argument("--config", type=Path, help="a server profile under the benchmark's keys "
+                        "(e.g. config/gpu.toml)")
+    parser.add_argument("--llm-model", help=llm_model_help)
+    parser.add_argument("--forced-answers", help="llm.forced_answers (benchmarks only: random "
+                        "weights, timing-equivalent decoding)")
+    parser.add_argument("--asr-model", help="asr.model (base, tiny.en or a directory)")
+
+
+def profile_keys(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """The `[llm]` and `[asr]` keys of `add_profile_options`' options that were given."""
+    forced = args.forced_answers and str(Path(args.forced_answers).resolve())  # any cwd
+    llm = {"model": args.llm_model, "forced_answers": forced or None}
+    asr = {"model": args.asr_model}
+    return ({k: v for k, v in llm.items() if v is not None},
+            {k: v for k, v in asr.items() if v is not None})
 
 
 def _end_with_parent() -> None:

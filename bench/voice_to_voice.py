@@ -51,14 +51,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.server_process import Table, agent_toml, running_server  # noqa: E402
+from bench.server_process import (  # noqa: E402
+    Table,
+    add_profile_options,
+    agent_toml,
+    profile_keys,
+    running_server,
+)
 from bench.slow_machine import SlowMachine, add_options, modes  # noqa: E402
 from bench.stats import pct, publish  # noqa: E402
+from bench.turn_marks import Row, mark_rows  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.turn.config import TurnConfig  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
-from rtc_server.hearing import HEARING_MARKS  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.agent import (  # noqa: E402
     MouthMeter,
@@ -67,6 +73,7 @@ from testkit.agent import (  # noqa: E402
     best_lag,
     video_timeline,
 )
+from testkit.marks import end_of_turn_ms  # noqa: E402
 from testkit.pauses import (  # noqa: E402
     COMPLETE_QUESTIONS,
     PAUSE_QUESTIONS,
@@ -78,8 +85,6 @@ from testkit.sentences import ZH_QUESTIONS  # noqa: E402
 from testkit.speech import synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
-STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
-          "face_first_frame", "first_audio_sent")
 LEAD_S = 0.6
 QUIET_RMS = 150.0
 Result = dict[str, Any]  # one question's raw record, as written to --json
@@ -208,9 +213,6 @@ def _options(args: argparse.Namespace) -> str:
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
-Row = tuple[str, str, str]  # metric, p50, p95
-
-
 def end_bound(marks: dict[str, float]) -> str:
     """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
     waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_asked") if s in marks}
@@ -227,20 +229,9 @@ def rows(
     lags = [abs(float(r["av_lag_s"])) * 1000 for r in results]
     out: list[Row] = [("voice-to-voice (end of peer speech -> first agent audio received), ms",
                        f"{pct(v2v, 0.5):.0f}", f"{pct(v2v, 0.95):.0f}")]
-    eot = [-float(r["marks_ms"]["voice_end"]) for r in results
-           if "voice_end" in r["marks_ms"]]
-    out.append(("end of turn (endpoint after the end of the voice), ms", f"{pct(eot, 0.5):.0f}",
-                f"{pct(eot, 0.95):.0f}"))
-    for stage in HEARING_MARKS:  # what the end of turn waited for, after the voice's end
-        values = [float(r["marks_ms"][stage]) - float(r["marks_ms"]["voice_end"])
-                  for r in results if stage in r["marks_ms"] and "voice_end" in r["marks_ms"]]
-        if values:
-            out.append((f"  {stage} (ms after the end of the voice)", f"{pct(values, 0.5):.0f}",
-                        f"{pct(values, 0.95):.0f}"))
-    for stage in ("voice_end", *STAGES):
-        values = [float(r["marks_ms"][stage]) for r in results if stage in r["marks_ms"]]
-        out.append((f"{stage} (ms after endpoint)", f"{pct(values, 0.5):.0f}",
-                    f"{pct(values, 0.95):.0f}"))
+    marks = [r["marks_ms"] for r in results]
+    eot = end_of_turn_ms(marks)
+    out += mark_rows(marks)
     gaps = [float(r["longest_gap_s"]) * 1000 for r in results
             if np.isfinite(float(r.get("longest_gap_s", float("nan"))))]
     if gaps:
@@ -325,12 +316,7 @@ def main() -> int:
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
     parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
-    parser.add_argument("--config", type=Path, help="a server profile under the benchmark's keys "
-                        "(e.g. config/gpu.toml)")
-    parser.add_argument("--llm-model", help="llm.model (e.g. a Hugging Face directory)")
-    parser.add_argument("--forced-answers", help="llm.forced_answers (benchmarks only: random "
-                        "weights, timing-equivalent decoding)")
-    parser.add_argument("--asr-model", help="asr.model (base, tiny.en or a directory)")
+    add_profile_options(parser, "llm.model (e.g. a Hugging Face directory)")
     add_options(parser)
     parser.add_argument("--language", choices=("en", "zh"), default=None,
                         help="conversation.language (zh: Mandarin questions, Kokoro voice)")
@@ -339,8 +325,8 @@ def main() -> int:
     setup_logging("INFO")
     options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
                "burst_tokens": args.burst_tokens}
-    options |= {"model": args.llm_model, "forced_answers": args.forced_answers}
-    llm = {key: value for key, value in options.items() if value is not None}
+    llm_profile, asr_profile = profile_keys(args)
+    llm = {key: value for key, value in options.items() if value is not None} | llm_profile
     agent: dict[str, int | bool] = {}
     if args.first_chunk_max_chars is not None:
         agent["first_chunk_max_chars"] = args.first_chunk_max_chars
@@ -358,9 +344,8 @@ def main() -> int:
     profile = {} if args.profile is None else {"mode": args.profile}
     vad_options = {"decode_ahead_ms": args.decode_ahead_ms, "pause_ms": args.pause_ms}
     vad = {key: value for key, value in vad_options.items() if value is not None}
-    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads,
-                   "model": args.asr_model}
-    asr = {key: value for key, value in asr_options.items() if value is not None}
+    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
+    asr = {key: value for key, value in asr_options.items() if value is not None} | asr_profile
     runs: dict[str, list[Result]] = {}
     for mode, slow in modes(parser, args):
         if slow is not None:

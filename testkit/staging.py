@@ -91,6 +91,18 @@ def files_of(manifest: Manifest) -> list[Manifest]:
     return files
 
 
+def parse_ldd(text: str) -> dict[str, Path]:
+    """The libraries `ldd` found (name -> path), from its output (`name => path (0x...)`);
+    the vdso and the loader, which have no `=>` path, are left out."""
+    found = {}
+    for line in text.splitlines():
+        name, arrow, rest = line.strip().partition(" => ")
+        path = rest.rsplit(" (", 1)[0].strip()
+        if arrow and path.startswith("/"):
+            found[name] = Path(path)
+    return found
+
+
 # --- checking and laying down (there; standard library only) ------------------------------------
 
 

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from testkit.staging import Source, StageError, assemble, plan, run_check, verify, write_sets
+from testkit.staging import (
+    Source,
+    StageError,
+    assemble,
+    parse_ldd,
+    plan,
+    run_check,
+    verify,
+    write_sets,
+)
 
 
 @pytest.fixture
@@ -84,3 +93,17 @@ def test_the_command_line_stops_with_exit_2_and_a_message(
     assert run_check("assemble", stage, path, root=tmp_path / "r", install=False) == 2
     assert "MISSING" in capsys.readouterr().err
     assert run_check("verify", stage, tmp_path / "no") == 2
+
+
+def test_ldd_output_names_each_library_path() -> None:
+    """The redis extra (bench/gpu_stage.py) carries the libraries ldd resolved."""
+    text = """\tlinux-vdso.so.1 (0x00007f052bf25000)
+\tlibatomic.so.1 => /lib/x86_64-linux-gnu/libatomic.so.1 (0x00007f052bf09000)
+\tlibjemalloc.so.2 => /lib/x86_64-linux-gnu/libjemalloc.so.2 (0x00007f052b800000)
+\tlibgone.so.9 => not found
+\t/lib64/ld-linux-x86-64.so.2 (0x00007f052bf27000)
+"""
+    assert parse_ldd(text) == {
+        "libatomic.so.1": Path("/lib/x86_64-linux-gnu/libatomic.so.1"),
+        "libjemalloc.so.2": Path("/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+    }

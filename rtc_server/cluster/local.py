@@ -143,10 +143,13 @@ def have(program: str) -> bool:
     return shutil.which(program) is not None
 
 
-async def start_redis(log_dir: Path, port: int = 0) -> tuple[Child, str]:
-    """redis-server on 127.0.0.1 without persistence; returns it and its URL."""
+async def start_redis(
+    log_dir: Path, port: int = 0, program: str = "redis-server"
+) -> tuple[Child, str]:
+    """redis-server on 127.0.0.1 without persistence; returns it and its URL. `program`: the
+    server's name on PATH or its path (a carried binary, its libraries on LD_LIBRARY_PATH)."""
     port = port or free_port()
-    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+    argv = [program, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
             "--appendonly", "no", "--dir", str(log_dir), "--protected-mode", "yes"]
     child = await start_child("redis", argv, "Ready to accept connections", log_dir)
     return child, f"redis://127.0.0.1:{port}/0"
@@ -245,11 +248,13 @@ class RunningCluster:
 async def run_cluster(
     log_dir: Path, config_path: Path, secret: str, *, workers: int = 2, gateway_port: int = 0,
     worker_ports: tuple[int, ...] = (), worker_timeout_s: float = 600.0,
+    redis_server: str = "redis-server",
 ) -> AsyncIterator[RunningCluster]:
-    """redis-server, `workers` workers (started together) and a gateway on one config file;
-    everything is stopped on exit (workers with SIGINT: their sessions close at once)."""
+    """redis-server (`redis_server`: its name or path), `workers` workers (started together)
+    and a gateway on one config file; everything is stopped on exit (workers with SIGINT:
+    their sessions close at once)."""
     async with AsyncExitStack() as stack:
-        redis, redis_url = await start_redis(log_dir)
+        redis, redis_url = await start_redis(log_dir, program=redis_server)
         stack.push_async_callback(redis.stop)
         ports = worker_ports or (0,) * workers
         started = await asyncio.gather(*(
