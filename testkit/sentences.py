@@ -78,17 +78,19 @@ def spoken_reference(text: str) -> str:
     return to_simplified(normalize(text))
 
 
-_LONG_DIGITS = re.compile(r"\d{7,}")
+# 7 or more digits in one string or in groups ("8001234567", "0800 123 4567", "555-123-4567")
+_LONG_DIGITS = re.compile(r"\d(?:[ -]?\d){6,}")
 _DOTTED_TIME = re.compile(r"\b(\d{1,2})\.(\d{2})\s?([ap])\.?m\b", re.I)
 
 
 def heard_reference(transcript: str) -> str:
     """A transcript in the form `spoken_reference` gives: also Whisper's way of writing a
     number it heard read digit by digit (a phone number said "八零零 一二三..." comes back as
-    "8001234567"): strings of 7 or more digits, never a cardinal in these sentences, are read
-    digit by digit, not as "八十亿..."; and a time written with a dot ("11.59pm") as one
-    with a colon."""
-    spaced = _LONG_DIGITS.sub(lambda m: " ".join(m.group()), to_simplified(transcript))
+    "8001234567", or grouped, "0800 123 4567"): 7 or more digits, never a cardinal in these
+    sentences, are read digit by digit, not as "八十亿..." or "one hundred and twenty three";
+    and a time written with a dot ("11.59pm") as one with a colon."""
+    spaced = _LONG_DIGITS.sub(lambda m: " ".join(re.sub(r"\D", "", m.group())),
+                              to_simplified(transcript))
     spaced = _DOTTED_TIME.sub(r"\1:\2 \3m", spaced)
     return spoken_reference(spaced)
 
