@@ -54,10 +54,11 @@ from rtc_server.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 MAX_QUEUED_OPS = int(30.0 / 0.02)  # 30 s of frames; beyond that frames are dropped (logged)
-# Clock times of the last pause before the endpoint: reported by the endpointer, the turn
-# model's probability in, the pause's transcript in, and the end of the silence the verdict
-# asked for (voice end + `complete_after_ms`; absent when it asked for the long limit).
-HEARING_MARKS = ("pause", "turn_model", "pause_text", "turn_asked")
+# Clock times of the last pause before the endpoint: reported by the endpointer, its decode
+# begun by the lane (early or at the pause), the turn model's probability in, the pause's
+# transcript in, and the end of the silence the verdict asked for (voice end +
+# `complete_after_ms`; absent when it asked for the long limit).
+HEARING_MARKS = ("pause", "decode_start", "turn_model", "pause_text", "turn_asked")
 _NO_AUDIO = np.zeros(0, dtype=np.int16)
 
 
@@ -258,11 +259,14 @@ class Hearing:
             pause.marks["turn_model"] = self._clock.time()
             self._decide(pause)
 
-    def _paused_text(self, utterance: int, pause_id: int, paused: PauseText) -> None:
+    def _paused_text(
+        self, utterance: int, pause_id: int, paused: PauseText, started: float
+    ) -> None:
         pause = self._pause
         if pause is None or (pause.utterance, pause.pause_id) != (utterance, pause_id):
             return  # resumed or ended since: that text is not the pause's any more
         pause.text = paused
+        pause.marks["decode_start"] = started
         pause.marks["pause_text"] = self._clock.time()
         if paused.text.strip():
             self._listener.on_pause(utterance, paused.text.strip())
@@ -314,6 +318,7 @@ class Hearing:
         pool = self._pools.asr
         stream: AsrStream | None = None
         current = 0
+        ahead_started: float | None = None  # this silence run's early decode began (clock)
         while True:
             kind, utterance, arg = await self._next()
             try:
@@ -325,16 +330,20 @@ class Hearing:
                     continue
                 if kind in _FEEDS:
                     pcm, partial = self._merge_feeds(kind, arg)
+                    if partial:  # speech again: an early decode before it is not the pause's
+                        ahead_started = None
                     text = await loop.run_in_executor(pool, stream.feed, pcm, partial)
                     if text:
                         self._listener.on_partial(utterance, text)
                 elif kind == "ahead":  # the pause decode, early; its text waits for the pause
                     assert isinstance(arg, np.ndarray)
+                    ahead_started = self._clock.time()
                     await loop.run_in_executor(pool, stream.decode_ahead, arg)
                 elif kind == "pause":
                     assert isinstance(arg, int)
+                    started = ahead_started or self._clock.time()
                     paused = await loop.run_in_executor(pool, stream.pause)
-                    self._paused_text(utterance, arg, paused)
+                    self._paused_text(utterance, arg, paused, started)
                 elif kind == "finish":
                     assert isinstance(arg, _End)
                     final = await loop.run_in_executor(pool, stream.finish)

@@ -216,7 +216,7 @@ async def test_incomplete_keeps_listening_until_the_long_limit(rigs: list[Rig]) 
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "silence"
     # The evidence came in, but asked for no silence: the long limit ended the turn.
-    assert set(r.listener.finals[0].marks) == {"pause", "turn_model", "pause_text"}
+    assert set(r.listener.finals[0].marks) == {"pause", "decode_start", "turn_model", "pause_text"}
 
 
 async def test_complete_sound_with_unfinished_words_keeps_listening(rigs: list[Rig]) -> None:
