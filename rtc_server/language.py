@@ -8,7 +8,8 @@ still may set any of these fields itself:
 - thinking: `[llm] language` (the personas and example knowledge files in Chinese,
   `engines.llm.personas_zh`), the agent's name, holding phrase and apology;
 - speaking: `[tts]` Kokoro-82M with its default voice for the language (piper has no Mandarin
-  voice: `engine = "piper"` becomes "kokoro" for Chinese), the greeting and the apology.
+  voice: `engine = "piper"` or "auto" becomes "kokoro" for Chinese), the greeting and the
+  apology.
 
 The chunker (Chinese punctuation), normalization (Chinese numerals, `engines.text.zh_numbers`)
 and the agent's backchannels and stop words follow the text itself and need no switch. A
@@ -64,9 +65,9 @@ def localize(config: Config) -> Config:
     """`config` with the conversation language's defaults (see the module docstring)."""
     language = config.conversation.language
     tts = config.tts
-    if language == "zh" and tts.engine == "piper":
+    if language == "zh" and tts.engine in ("piper", "auto"):
         tts = dataclasses.replace(tts, engine="kokoro")
-    if tts.engine == "kokoro":
+    if tts.engine == "kokoro" or tts.voice is not None:  # "auto" may become Kokoro
         voice = tts.voice or KOKORO_VOICES[language]
         if (voice[0] == "z") != (language == "zh"):
             raise ConfigError(

