@@ -4,9 +4,9 @@
 on). `engine = "kokoro"` is Kokoro-82M (int8 ONNX, 24 kHz): Mandarin and English voices,
 `voice` one of its 54 (see `engines.tts.kokoro`). `engine = "auto"` (the default) leaves the
 choice to the server, which measures both where it runs (rtc_server/profile.py: Kokoro where
-it keeps up, else piper); built here without that choice (`create_tts`), it is piper. `engine = "espeak"` is the
-light fallback (espeak-ng via `espeakng-loader`), useful for varied test speakers
-(`espeak_voice = "en-gb+f3"`).
+it keeps up, else piper); built here without that choice (`create_tts`), it is piper.
+`engine = "espeak"` is the light fallback (espeak-ng via `espeakng-loader`), useful for varied
+test speakers (`espeak_voice = "en-gb+f3"`).
 """
 
 from __future__ import annotations
