@@ -89,6 +89,7 @@ from rtc_server.cluster.local import (  # noqa: E402
     free_port,
     llama_server_argv,
     run_cluster,
+    share_cores,
     start_llm_server,
 )
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token  # noqa: E402
@@ -240,12 +241,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for question in QUESTIONS:  # the voice loads once, before any peer's media is running
             speech_of(question)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    worker_cpus: list[frozenset[int]] = []
+    if args.pin_workers:  # each worker on its own cores; this process and its children the rest
+        worker_cpus, rest = share_cores(sorted(os.sched_getaffinity(0)), args.workers)
+        os.sched_setaffinity(0, rest)
+        log.info("workers pinned to %s; gateway, redis and peers to %s",
+                 [sorted(g) for g in worker_cpus], sorted(rest))
     async with AsyncExitStack() as stack:
         llm = await llm_keys(args, stack, log_dir)
         config_path = log_dir / "cluster.toml"
         config_path.write_text(worker_toml(args, llm))
         cluster = await stack.enter_async_context(run_cluster(
-            log_dir, config_path, SECRET, workers=args.workers, redis_server=args.redis_server))
+            log_dir, config_path, SECRET, workers=args.workers, redis_server=args.redis_server,
+            worker_cpus=worker_cpus))
         log.info("cluster up (logs in %s)", log_dir)
         sdp = await probe_sdp() if args.offers or args.drill else ""
         results: dict[str, Any] = {"offers": await offer_latency(cluster, args.offers, sdp)}
@@ -349,6 +357,9 @@ def main() -> int:
     parser.add_argument("--redis-server", default="redis-server",
                         help="the redis-server program (name on PATH or path)")
     parser.add_argument("--drill", action="store_true")
+    parser.add_argument("--pin-workers", action="store_true",
+                        help="each worker on its own cores (rtc_server.cluster.local."
+                             "share_cores), the rest for the gateway, redis and the peers")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--height", type=int, default=512)
     parser.add_argument("--fps", type=int, default=25)

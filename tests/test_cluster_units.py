@@ -4,6 +4,7 @@ signatures, the [cluster]/[relay] config and the CLI's refusals."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from rtc_server.__main__ import main
 from rtc_server.cluster.directory import WorkerRecord
 from rtc_server.cluster.errors import ClusterUnauthorized, WrongWorker
+from rtc_server.cluster.local import share_cores, start_child
 from rtc_server.cluster.signing import Claims, sign_request, verify_request
 from rtc_server.config import load_config
 from rtc_server.errors import ConfigError
@@ -138,3 +140,28 @@ def test_the_gateway_loads_neither_aiortc_nor_a_model() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"
+
+
+def test_workers_on_one_box_get_disjoint_core_shares() -> None:
+    groups, rest = share_cores(range(16), 4)
+    assert [sorted(g) for g in groups] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    assert sorted(rest) == [12, 13, 14, 15]
+    groups, rest = share_cores(range(16), 8)
+    assert all(len(g) == 1 for g in groups) and len(rest) == 8
+    groups, rest = share_cores([0, 1], 2)  # no core left over: the rest may use all of them
+    assert groups == [frozenset({0}), frozenset({1})] and rest == frozenset({0, 1})
+    with pytest.raises(ValueError, match="one each"):
+        share_cores([0, 1], 3)
+
+
+async def test_a_child_runs_on_the_cores_it_is_given(tmp_path: Path) -> None:
+    """A worker pinned to its share sizes its threads from it (`usable_cores` reads the
+    affinity): the launcher's `cpus` reach the child."""
+    core = min(os.sched_getaffinity(0))
+    child = await start_child(
+        "pinned", [sys.executable, "-c", "import os; print('on', sorted(os.sched_getaffinity(0)))"],
+        "on ", tmp_path, cpus=frozenset({core}))
+    try:
+        assert child.ready_line == f"on [{core}]"
+    finally:
+        await child.stop()

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,16 +102,35 @@ async def _copy(stream: asyncio.StreamReader, log: Path) -> None:
             out.flush()
 
 
+def share_cores(cores: Sequence[int], workers: int) -> tuple[list[frozenset[int]], frozenset[int]]:
+    """`cores` split for `workers` worker processes on one box: one disjoint group each
+    (n // (workers + 1) cores, at least one) and the rest for everything else (the gateway,
+    redis, a benchmark's peers; all of `cores` when none is left). Pinned to its group, a
+    worker sizes its thread pools, LLM threads and BLAS from its share (`usable_cores` reads
+    the affinity), not from the whole box: each of 4-8 workers taking all 16 cores as its
+    own left a load average of 40-48 on the H200 machine (bench/RESULTS.md, gpu)."""
+    ordered = sorted(cores)
+    size = max(1, len(ordered) // (workers + 1))
+    groups = [frozenset(ordered[i * size:(i + 1) * size]) for i in range(workers)]
+    if any(not g for g in groups):
+        raise ValueError(f"{len(ordered)} cores cannot give {workers} workers one each")
+    rest = frozenset(ordered[workers * size:]) or frozenset(ordered)
+    return groups, rest
+
+
 async def start_child(
     name: str, argv: list[str], ready: str, log_dir: Path, *, timeout_s: float = 60.0,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, cpus: frozenset[int] | None = None,
 ) -> Child:
-    """Start `argv`; return once a line of its output (stdout+stderr) contains `ready`."""
+    """Start `argv`; return once a line of its output (stdout+stderr) contains `ready`.
+    `cpus`: the cores it may run on (its affinity), else the launcher's."""
     log_path = log_dir / f"{name}.log"
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         stdin=asyncio.subprocess.DEVNULL, cwd=REPO, env={**os.environ, **(env or {})},
         start_new_session=True,  # a Ctrl-C in the terminal reaches the launcher only
+        preexec_fn=None if cpus is None else functools.partial(  # noqa: PLW1509 - one syscall
+            os.sched_setaffinity, 0, cpus),
     )
     assert process.stdout is not None
     child = Child(name, process, log_path)
@@ -215,12 +235,13 @@ async def start_llm_server(log_dir: Path, argv: list[str]) -> Child:
 async def start_worker(
     log_dir: Path, name: str, config_path: Path, redis_url: str, secret: str, *,
     port: int = 0, timeout_s: float = 600.0, extra: tuple[str, ...] = (),
+    cpus: frozenset[int] | None = None,
 ) -> tuple[Child, str]:
     """`python -m rtc_server --role worker`; returns it and its URL once it has registered."""
     argv = [sys.executable, "-m", "rtc_server", "--role", "worker", "--config", str(config_path),
             "--redis", redis_url, "--port", str(port), *extra]
     child = await start_child(name, argv, "rtc-avatar worker", log_dir, timeout_s=timeout_s,
-                              env={"RTC_CLUSTER_SECRET": secret})
+                              env={"RTC_CLUSTER_SECRET": secret}, cpus=cpus)
     return child, child.ready_line.rsplit(" at ", 1)[1].rstrip("/")
 
 
@@ -248,18 +269,20 @@ class RunningCluster:
 async def run_cluster(
     log_dir: Path, config_path: Path, secret: str, *, workers: int = 2, gateway_port: int = 0,
     worker_ports: tuple[int, ...] = (), worker_timeout_s: float = 600.0,
-    redis_server: str = "redis-server",
+    redis_server: str = "redis-server", worker_cpus: Sequence[frozenset[int]] = (),
 ) -> AsyncIterator[RunningCluster]:
-    """redis-server (`redis_server`: its name or path), `workers` workers (started together)
-    and a gateway on one config file; everything is stopped on exit (workers with SIGINT:
-    their sessions close at once)."""
+    """redis-server (`redis_server`: its name or path), `workers` workers (started together;
+    worker i on the cores `worker_cpus[i]` when given, `share_cores`) and a gateway on one
+    config file; everything is stopped on exit (workers with SIGINT: their sessions close at
+    once)."""
     async with AsyncExitStack() as stack:
         redis, redis_url = await start_redis(log_dir, program=redis_server)
         stack.push_async_callback(redis.stop)
         ports = worker_ports or (0,) * workers
         started = await asyncio.gather(*(
             start_worker(log_dir, f"worker{i}", config_path, redis_url, secret, port=port,
-                         timeout_s=worker_timeout_s)
+                         timeout_s=worker_timeout_s,
+                         cpus=worker_cpus[i] if i < len(worker_cpus) else None)
             for i, port in enumerate(ports)
         ), return_exceptions=True)
         for result in started:
