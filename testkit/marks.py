@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rtc_server.hearing import HEARING_MARKS
+from rtc_server.turn import STAGES as TURN_STAGES
 
-STAGES = ("asr_final", "llm_first_token", "first_chunk", "tts_first_audio",
-          "face_first_frame", "first_audio_sent")
+# The answer's stages, after the endpoint (the server's own order, without its two anchors).
+STAGES = tuple(s for s in TURN_STAGES if s not in ("voice_end", "speech_end"))
 END_OF_TURN = "end of turn (endpoint after the end of the voice), ms"
 Marks = Mapping[str, float]
 
