@@ -127,14 +127,16 @@ def fit(config: Config, *, fresh: bool = False) -> Fit:
     calibration = calibrate(config, llm_models, asr_models, llm_threads=threads[:2],
                             fresh=fresh, voices=voices)
     chosen = _Chooser(config, calibration, threads)
-    llm, asr = chosen.choose(llm_models, asr_models)
-    tts_engine = calibration.tts.engine if auto_voice else None
+    llm, asr = chosen.choose(llm_models, asr_models, warn=not calibration.voices)
+    speaking = calibration.tts
     for rate in calibration.voices:
-        other = _Chooser(config, dataclasses.replace(calibration, tts=rate), threads)
-        if other.keeps(llm, asr):
-            chosen, tts_engine = other, rate.engine
-            chosen.choose(llm_models, asr_models)  # the same models; its reasons
+        if _Chooser(config, dataclasses.replace(calibration, tts=rate), threads).keeps(llm, asr):
+            speaking = rate
             break
+    if calibration.voices:  # the voice that speaks gives the reasons and the warnings, once
+        chosen = _Chooser(config, dataclasses.replace(calibration, tts=speaking), threads)
+        chosen.choose(llm_models, asr_models)  # the same models (`keeps`)
+    tts_engine = speaking.engine if auto_voice else None
     if auto_voice:
         chosen.reasons.append(f"voice {tts_engine}" + (
             "" if tts_engine != "piper" or not voices else
@@ -278,7 +280,7 @@ class _Chooser:
         return took + prefill + first
 
     def choose(
-        self, llms: tuple[str, ...], asrs: tuple[str, ...]
+        self, llms: tuple[str, ...], asrs: tuple[str, ...], warn: bool = True
     ) -> tuple[str | None, str | None]:
         """The largest LLM whose decode outruns the voice (dead air is the one thing a
         conversation cannot hide, and the answers' quality rides on the LLM's size); then the
@@ -315,7 +317,9 @@ class _Chooser:
                             "expect slower answers")
         if problems:
             self.reasons.append(self._said(model, asr, "; ".join(problems) + f"; {advice}"))
-            logger.warning("this machine is short of the latency budget: %s", self.reasons[-1])
+            if warn:
+                logger.warning("this machine is short of the latency budget: %s",
+                               self.reasons[-1])
         else:
             self.reasons.append(self._said(model, asr, "fits"))
         return model, asr
