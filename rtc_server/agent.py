@@ -35,8 +35,15 @@ from engines.llm.resilience import Notice
 from engines.voicing import SpokenChunks
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
-from rtc_server.events import AgentText, State, Transcript, TurnTimings, UserSpeech
-from rtc_server.hearing import HEARING_MARKS, Hearing, Utterance
+from rtc_server.events import (
+    HEARING_MARKS,
+    AgentText,
+    State,
+    Transcript,
+    TurnTimings,
+    UserSpeech,
+)
+from rtc_server.hearing import Hearing, Utterance
 from rtc_server.pacing import Pacing, SentenceGate
 from rtc_server.session import Session
 from rtc_server.speaker import Voice

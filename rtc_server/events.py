@@ -62,6 +62,14 @@ class AgentText:
     final: bool
 
 
+# The hearing's marks in `TurnTimings` (rtc_server/hearing.py), for the last pause before the
+# endpoint: reported by the endpointer, its decode begun by the lane (early or at the pause),
+# the turn model's probability in, the pause's transcript in, and the end of the silence the
+# verdict asked for (voice end + `complete_after_ms`; absent when it asked for the long limit).
+# They say what the end of turn waited for; they are not stages of the answer.
+HEARING_MARKS = ("pause", "decode_start", "turn_model", "pause_text", "turn_asked")
+
+
 @dataclass(frozen=True)
 class TurnTimings:
     """Per-stage marks of one turn, milliseconds after `speech_end` (absent stages omitted)."""

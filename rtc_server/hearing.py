@@ -25,10 +25,10 @@ turn model the endpointer's fixed hangover ends it.
 The listener learns, in order: speech start, voice duration (for barge-in), partials, a pause
 with its stable text (for starting the LLM early), the resumption of speech after a pause, and
 the final transcript with the clock time of the endpoint and of the end of the voiced audio.
-The final also carries when the last pause's evidence came in (`HEARING_MARKS`), so the end of
-turn can be split into the pause, the turn model, the pause's transcript and the silence the
-verdict asked for (on the H200 box 17 of 20 turns waited last for the pause's transcript,
-bench/RESULTS.md section gpu).
+The final also carries when the last pause's evidence came in (`events.HEARING_MARKS`), so
+the end of turn can be split into the pause, the turn model, the pause's transcript and the
+silence the verdict asked for (on the H200 box 17 of 20 turns waited last for the pause's
+transcript, bench/RESULTS.md section gpu).
 """
 
 from __future__ import annotations
@@ -54,11 +54,6 @@ from rtc_server.tasks import TaskSet
 
 logger = logging.getLogger(__name__)
 MAX_QUEUED_OPS = int(30.0 / 0.02)  # 30 s of frames; beyond that frames are dropped (logged)
-# Clock times of the last pause before the endpoint: reported by the endpointer, its decode
-# begun by the lane (early or at the pause), the turn model's probability in, the pause's
-# transcript in, and the end of the silence the verdict asked for (voice end +
-# `complete_after_ms`; absent when it asked for the long limit).
-HEARING_MARKS = ("pause", "decode_start", "turn_model", "pause_text", "turn_asked")
 _NO_AUDIO = np.zeros(0, dtype=np.int16)
 
 

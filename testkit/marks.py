@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rtc_server.hearing import HEARING_MARKS
+from rtc_server.events import HEARING_MARKS
 from rtc_server.turn import STAGES as TURN_STAGES
 
 # The answer's stages, after the endpoint (the server's own order, without its two anchors).

@@ -22,7 +22,8 @@ from engines.turn import TurnConfig
 from engines.vad import VadConfig
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
-from rtc_server.hearing import HEARING_MARKS, Hearing, Utterance
+from rtc_server.events import HEARING_MARKS
+from rtc_server.hearing import Hearing, Utterance
 from rtc_server.tasks import TaskSet
 from tests.support.fakes import FakeASR, use_level_detector
 

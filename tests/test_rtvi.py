@@ -71,7 +71,9 @@ def test_events_become_rtvi_messages() -> None:
         UserSpeech(1, True), Transcript(1, "what is", False), UserSpeech(1, False),
         Transcript(1, "what is it?", True), Transcript(2, "", True), StateChanged("thinking"),
         AgentText(1, "It is", False), StateChanged("speaking"), AgentText(1, "this.", False),
-        TurnTimings(1, {"voice_end": -300.0, "speech_end": 0.0, "first_audio_sent": 812.5}),
+        # turn_asked past the endpoint: the long limit came first; a hearing mark, no ttfb
+        TurnTimings(1, {"voice_end": -300.0, "turn_asked": 40.0, "speech_end": 0.0,
+                        "first_audio_sent": 812.5}),
         AgentText(1, "", True), StateChanged("listening"),
         TurnTimings(1, {"speech_end": 0.0, "first_audio_sent": 812.5}, stall_ms=0.0),
         ErrorEvent("asr_failed", "boom"),

@@ -13,8 +13,9 @@ Our events become (one event, zero or more messages; `Translator` keeps the litt
 - `transcript`: `user-transcription` (`final` false for partials);
 - `agent_text` with text: `bot-output`, the chunk's text exactly as the voice says it, one
   per chunk as it starts to play;
-- `timings`: `metrics`, with `ttfb` per stage (seconds after the end of the user's turn) once
-  per turn and `rtc_avatar` carrying every mark;
+- `timings`: `metrics`, with `ttfb` per stage of the answer (seconds after the end of the
+  user's turn; not the hearing's marks, which say what the end of turn waited for) once per
+  turn and `rtc_avatar` carrying every mark;
 - `error`: `error` (`fatal` false: the session goes on).
 """
 
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rtc_server.events import (
+    HEARING_MARKS,
     AgentText,
     ErrorEvent,
     Event,
@@ -228,5 +230,6 @@ class Translator:
         if event.turn_id not in self._timed:  # the complete marks come again at the end
             self._timed.add(event.turn_id)
             data["ttfb"] = [{"processor": stage, "value": round(ms / 1000, 4)}
-                            for stage, ms in event.marks_ms.items() if ms >= 0]
+                            for stage, ms in event.marks_ms.items()
+                            if ms >= 0 and stage not in HEARING_MARKS]
         return message("metrics", data)
