@@ -45,12 +45,13 @@ from engines.tts.phonemes import SILENCE
 
 class SpokenChunks:
     def __init__(
-        self, first_max_chars: int = FIRST_CHUNK_MAX_CHARS, max_sentences: int = 0
+        self, first_max_chars: int = FIRST_CHUNK_MAX_CHARS, max_sentences: int = 0,
+        growth: float = 0.0,
     ) -> None:
         self._spoken = SpokenFilter()
-        self._chunker = Chunker(
-            ChunkerConfig(first_max_chars=first_max_chars, max_sentences=max_sentences)
-        )
+        self._chunker = Chunker(ChunkerConfig(
+            first_max_chars=first_max_chars, max_sentences=max_sentences, growth=growth,
+        ))
 
     @property
     def done(self) -> bool:

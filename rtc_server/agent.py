@@ -44,7 +44,7 @@ from rtc_server.events import (
     UserSpeech,
 )
 from rtc_server.hearing import Hearing, Utterance
-from rtc_server.pacing import Pacing, SentenceGate
+from rtc_server.pacing import Pacing, SentenceGate, chunk_growth
 from rtc_server.session import Session
 from rtc_server.speaker import Voice
 from rtc_server.turn import Turn
@@ -372,7 +372,8 @@ class AgentBehaviour:
         clock = self._session.clock
         pace = self._engines.fit.pace
         # No code or markdown spoken; the answer ends at `max_sentences`.
-        chunks = SpokenChunks(self._config.first_chunk_max_chars, self._config.max_sentences)
+        chunks = SpokenChunks(self._config.first_chunk_max_chars, self._config.max_sentences,
+                              growth=chunk_growth(pace))
         # A sentence starts once what is decoded carries the voice to its end (pacing.py).
         gate = SentenceGate(chunks, Pacing(pace, clock.time), hold=pace.hold_sentences)
         runway_s = self._config.runway_ms / 1000

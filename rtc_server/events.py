@@ -64,10 +64,13 @@ class AgentText:
 
 # The hearing's marks in `TurnTimings` (rtc_server/hearing.py), for the last pause before the
 # endpoint: reported by the endpointer, its decode begun by the lane (early or at the pause),
-# the turn model's probability in, the pause's transcript in, and the end of the silence the
-# verdict asked for (voice end + `complete_after_ms`; absent when it asked for the long limit).
-# They say what the end of turn waited for; they are not stages of the answer.
-HEARING_MARKS = ("pause", "decode_start", "turn_model", "pause_text", "turn_asked")
+# the early decode's return (absent without one; a `pause_text` well after it means the pause
+# decoded again), the turn model's probability in, the pause's transcript in, and the end of
+# the silence the verdict asked for (voice end + `complete_after_ms`; absent when it asked for
+# the long limit). They say what the end of turn waited for; they are not stages of the answer.
+HEARING_MARKS = (
+    "pause", "decode_start", "ahead_done", "turn_model", "pause_text", "turn_asked",
+)
 
 
 @dataclass(frozen=True)

@@ -255,13 +255,16 @@ class Hearing:
             self._decide(pause)
 
     def _paused_text(
-        self, utterance: int, pause_id: int, paused: PauseText, started: float
+        self, utterance: int, pause_id: int, paused: PauseText, started: float,
+        ahead_done: float | None,
     ) -> None:
         pause = self._pause
         if pause is None or (pause.utterance, pause.pause_id) != (utterance, pause_id):
             return  # resumed or ended since: that text is not the pause's any more
         pause.text = paused
         pause.marks["decode_start"] = started
+        if ahead_done is not None:  # the early decode's; pause_text after it: decoded again
+            pause.marks["ahead_done"] = ahead_done
         pause.marks["pause_text"] = self._clock.time()
         if paused.text.strip():
             self._listener.on_pause(utterance, paused.text.strip())
@@ -314,6 +317,7 @@ class Hearing:
         stream: AsrStream | None = None
         current = 0
         ahead_started: float | None = None  # this silence run's early decode began (clock)
+        ahead_done: float | None = None  # ... and returned (clock)
         while True:
             kind, utterance, arg = await self._next()
             try:
@@ -326,7 +330,7 @@ class Hearing:
                 if kind in _FEEDS:
                     pcm, partial = self._merge_feeds(kind, arg)
                     if partial:  # speech again: an early decode before it is not the pause's
-                        ahead_started = None
+                        ahead_started = ahead_done = None
                     text = await loop.run_in_executor(pool, stream.feed, pcm, partial)
                     if text:
                         self._listener.on_partial(utterance, text)
@@ -334,11 +338,12 @@ class Hearing:
                     assert isinstance(arg, np.ndarray)
                     ahead_started = self._clock.time()
                     await loop.run_in_executor(pool, stream.decode_ahead, arg)
+                    ahead_done = self._clock.time()
                 elif kind == "pause":
                     assert isinstance(arg, int)
                     started = ahead_started or self._clock.time()
                     paused = await loop.run_in_executor(pool, stream.pause)
-                    self._paused_text(utterance, arg, paused, started)
+                    self._paused_text(utterance, arg, paused, started, ahead_done)
                 elif kind == "finish":
                     assert isinstance(arg, _End)
                     final = await loop.run_in_executor(pool, stream.finish)

@@ -34,6 +34,23 @@ MIN_REST_CHARS = 12
 # The next piece the voice synthesizes while it speaks: about one clause.
 PIECE_CHARS = 40
 MIN_LIVE_CHARS = 20  # decoded characters after the first before the live rate is trusted
+# The share of a chunk's playing time the next chunk's synthesis may take (the rest absorbs
+# the voice's per-call overhead and a busy moment).
+SYNTHESIS_SHARE = 0.8
+
+
+def chunk_growth(pace: Pace) -> float:
+    """How many times the chunk before it a later chunk may be (`ChunkerConfig.growth`).
+
+    The voice synthesizes the next chunk while one plays: a chunk of `c` characters plays
+    `c / v` seconds, in which `SYNTHESIS_SHARE * c / (v * s)` characters can be synthesized
+    at `s` seconds a character. Without it a fast LLM (a GPU's: the whole answer written
+    during the first chunk's synthesis) gives a short first chunk and then a whole sentence
+    that is not ready when the first chunk ends. 0 (off) without a calibration (`fixed`),
+    so chunks do not depend on how fast a thread ran."""
+    if not pace.hold_sentences or pace.tts_s_per_char <= 0:
+        return 0.0
+    return SYNTHESIS_SHARE / (pace.speaking_chars_per_s * pace.tts_s_per_char)
 
 
 class Pacing:

@@ -217,7 +217,8 @@ async def test_incomplete_keeps_listening_until_the_long_limit(rigs: list[Rig]) 
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "silence"
     # The evidence came in, but asked for no silence: the long limit ended the turn.
-    assert set(r.listener.finals[0].marks) == {"pause", "decode_start", "turn_model", "pause_text"}
+    assert set(r.listener.finals[0].marks) == {
+        "pause", "decode_start", "ahead_done", "turn_model", "pause_text"}
 
 
 async def test_complete_sound_with_unfinished_words_keeps_listening(rigs: list[Rig]) -> None:
@@ -423,6 +424,8 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     marks = r.listener.finals[0].marks
     assert set(marks) == set(HEARING_MARKS)
     assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
+    # The early decode ran (80 ms into the silence) before the pause; its text was reused.
+    assert marks["decode_start"] <= marks["ahead_done"] <= marks["pause_text"]
 
     again = rig(rigs, ["What time", "What time is it?"], FakeTurnModel([0.3]), turn)
     again.quiet(0.3)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from engines.voicing import SpokenChunks
-from rtc_server.pacing import EXPECTED_SENTENCE_CHARS, Pacing, SentenceGate
+from rtc_server.pacing import EXPECTED_SENTENCE_CHARS, Pacing, SentenceGate, chunk_growth
 from rtc_server.profile import FIXED_PACE
 
 VOICE = dataclasses.replace(FIXED_PACE, speaking_chars_per_s=15.0, tts_s_per_char=0.005,
@@ -81,3 +83,12 @@ def test_the_runway_cuts_mid_sentence_but_waits_at_a_sentence_start() -> None:
     assert gate.runway() == []  # the next sentence has barely begun: a pause between them
     off = SentenceGate(chunks, pacing(5.0), hold=False)
     assert off.runway() != []  # without holding, cut at once (the fixed profile)
+
+
+def test_chunk_growth_lets_the_next_chunk_be_synthesized_while_one_plays() -> None:
+    """A chunk of c characters plays c / 15 s; at 5 ms a character 80% of that synthesizes
+    c * 0.8 / (15 * 0.005) characters. Without a calibration: off (chunks from text alone)."""
+    assert chunk_growth(VOICE) == pytest.approx(0.8 / (15.0 * 0.005))
+    slow_voice = dataclasses.replace(VOICE, tts_s_per_char=0.02)
+    assert chunk_growth(slow_voice) < chunk_growth(VOICE)
+    assert chunk_growth(FIXED_PACE) == 0.0

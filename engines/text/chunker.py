@@ -17,7 +17,8 @@ Contract:
 - The first chunk ends at the first clause or sentence boundary (`, ; : — . ! ? …` and the
   Chinese `，、；：。！？`) once it holds `first_min_chars` (sizes by `chunk_size`); later
   chunks end at sentence ends once they hold `min_chars` (line breaks count as sentence ends).
-  A chunk that would outgrow `first_max_chars` / `max_chars` is cut at its last boundary, else
+  A chunk that would outgrow `first_max_chars` / `max_chars` (or, with `growth`, that many
+  times the chunk before it) is cut at its last boundary, else
   at its last space (or between two Chinese characters); only text with no such place past the
   minimum is left longer.
 - Cuts happen only at whitespace or after Chinese punctuation, so numbers ("3.5", "1,000"),
@@ -98,6 +99,12 @@ class ChunkerConfig:
     min_chars: int = 20  # later chunks end at sentence ends from this length
     max_chars: int = 200  # ...and are cut at a clause boundary or space beyond this
     max_sentences: int = 0  # the text ends after this many sentences (0: no limit)
+    # A later chunk is also cut (as past max_chars) once it outgrows this many times the
+    # chunk before it, never under min_chars; 0 = off. For a voice that synthesizes a chunk
+    # while the one before it plays: a fast LLM has the whole answer written during the first
+    # chunk's synthesis, and a short first chunk followed by a long sentence leaves the voice
+    # silent until that sentence is synthesized (rtc_server/agent.py derives it from the pace).
+    growth: float = 0.0
 
 
 class Chunker:
@@ -109,6 +116,8 @@ class Chunker:
             raise ValueError("need 0 < first_min_chars <= first_max_chars")
         if not 0 < self.config.min_chars <= self.config.max_chars:
             raise ValueError("need 0 < min_chars <= max_chars")
+        if self.config.growth < 0:
+            raise ValueError("need growth >= 0")
         self._buf = ""  # text not yet emitted
         self._pos = 0  # scan position in _buf; everything before it is decided
         self._emitted = 0  # chunks emitted so far
@@ -117,6 +126,7 @@ class Chunker:
         self._clause = 0  # end of the last boundary seen in _buf, whatever the chunk's size
         self._word = 0  # start of the last word seen in _buf (the text before it is whole)
         self._sentences = 0  # sentence ends passed so far
+        self._last = 0  # chunk_size of the last chunk emitted
         self.closed = False  # `max_sentences` reached: the rest of the text is dropped
 
     def push(self, delta: str) -> list[str]:
@@ -133,6 +143,7 @@ class Chunker:
             chunks.append(self._buf)
         self._buf, self._pos, self._emitted = "", 0, 0
         self._boundary = self._space = self._clause = self._word = self._sentences = 0
+        self._last = 0
         self.closed = False
         return chunks
 
@@ -159,12 +170,17 @@ class Chunker:
     # --- internals -------------------------------------------------------------------------
 
     def _limits(self) -> tuple[int, int]:
+        cfg = self.config
         if self._emitted == 0:
-            return self.config.first_min_chars, self.config.first_max_chars
-        return self.config.min_chars, self.config.max_chars
+            return cfg.first_min_chars, cfg.first_max_chars
+        if cfg.growth:
+            return cfg.min_chars, min(cfg.max_chars, max(cfg.min_chars,
+                                                         int(cfg.growth * self._last)))
+        return cfg.min_chars, cfg.max_chars
 
     def _emit(self, end: int, out: list[str]) -> None:
         out.append(self._buf[:end])
+        self._last = chunk_size(self._buf[:end])
         self._buf = self._buf[end:]
         self._pos = self._boundary = self._space = self._clause = self._word = 0
         self._emitted += 1

@@ -3,6 +3,7 @@ independence from delta boundaries, no split inside numbers, URLs or abbreviatio
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -222,3 +223,25 @@ def test_max_sentences_ends_the_text_at_that_sentence(sizes: list[int] | None) -
     assert chunker.flush() == [] and not chunker.closed  # reset for reuse
     titled = "Dr. Smith is in. Mr. Jones is out. Both are. Not this."
     assert "".join(run(titled, sizes, config)) == "Dr. Smith is in. Mr. Jones is out. Both are. "
+
+
+def test_growth_bounds_each_later_chunk_by_the_one_before() -> None:
+    """A short first chunk and a long sentence after it: with growth 3 each later chunk is
+    cut (at its last clause boundary or space) before it outgrows 3 x the chunk before it,
+    never under min_chars; the text still joins up exactly."""
+    text = ("The capital of France is Paris, a city on the river Seine, famous for the Eiffel "
+            "Tower and its museums. It has about two million people.")
+    plain = run(text, None, ChunkerConfig(first_max_chars=12))
+    grown = run(text, None, ChunkerConfig(first_max_chars=12, growth=3.0))
+    assert "".join(grown) == text
+    assert plain[1].endswith("museums. ")  # without growth: the whole sentence at once
+    assert grown[0] == plain[0] == "The capital "  # the first chunk is unchanged
+    sizes = [chunk_size(c) for c in grown]
+    assert all(size <= max(20, 3 * before) for before, size in itertools.pairwise(sizes))
+    assert len(grown) > len(plain) and grown[-1] == plain[-1]  # short sentences stay whole
+
+
+def test_growth_is_off_by_default_and_never_negative() -> None:
+    assert ChunkerConfig().growth == 0.0
+    with pytest.raises(ValueError):
+        Chunker(ChunkerConfig(growth=-1.0))
