@@ -93,10 +93,10 @@ def main() -> None:
     for runtime in args.runtimes.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
             for pad in (float(p) for p in args.pads.split(",")):
-                fields = {"cpu_threads": threads, "context_pad_s": pad}
-                if runtime != "ctranslate2":
-                    fields["runtime"] = runtime
-                took, share, text = run(replace(base, **fields), audio, args.repeats)
+                config = replace(base, cpu_threads=threads, context_pad_s=pad)
+                if runtime != "ctranslate2":  # (the key exists with the torch runtime)
+                    config = replace(config, **{"runtime": runtime})
+                took, share, text = run(config, audio, args.repeats)
                 print(f"| {runtime} | {threads} | {pad:g} | {pct(took, 0.5):.0f} / "
                       f"{pct(took, 0.95):.0f} | {share:.0%} | {text} |", flush=True)
 
