@@ -36,7 +36,7 @@ from engines.asr.config import AsrConfig
 from engines.asr.errors import StreamClosedError
 from engines.asr.gate import SpeechGate
 from engines.asr.text import join_pieces
-from engines.asr.whisper import WhisperModelRunner, WhisperRunner
+from engines.asr.whisper import WhisperRunner, load_runner
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class WhisperStreamingASR:
 
     def __init__(self, config: AsrConfig | None = None) -> None:
         self.config = config or AsrConfig()
-        self.runner = WhisperModelRunner(self.config)
+        self.runner = load_runner(self.config)
         if self.config.speech_gate:
             from engines.vad.silero import load_silero
 

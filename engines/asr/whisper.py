@@ -4,9 +4,9 @@ Contract: `WhisperModelRunner.decode(pcm16k, language)` -> `Decoded` (text, lang
 probability, average token log-probability, sentence-end probability, seconds spent). One
 instance per process serves every stream: the CTranslate2 model is thread-safe (concurrent
 calls queue for `num_workers` workers, each using `cpu_threads`), the feature extractor is a
-pure NumPy function and the tokenizers only encode the prompt and decode. `WhisperRunner` holds
-what does not depend on the runtime: the window, prompts, length limit, text, sentence-end
-token and acceptance rules.
+pure NumPy function and the tokenizers only encode the prompt and decode. `WhisperRunner` is
+what it shares with the torch runtime (`torch_whisper.py`, `[asr] runtime = "torch"`): the
+window, prompts, length limit, text and acceptance rules; `load_runner(config)` picks one.
 
 Languages (`AsrConfig.language`): "en", "zh" or "auto" (detected by Whisper from the same
 encoder pass, so it costs one extra decoder step, not a second encode). Chinese is decoded with
@@ -259,3 +259,11 @@ class WhisperModelRunner(WhisperRunner):
         k = self._end_token(ids, len(logits), text)
         return 0.0 if k is None else token_probability(np.asarray(logits[k]), ids[k])
 
+
+def load_runner(config: AsrConfig) -> WhisperRunner:
+    """The Whisper runner of `config.runtime` (torch is imported only for "torch")."""
+    if config.runtime == "torch":
+        from engines.asr.torch_whisper import TorchWhisperRunner
+
+        return TorchWhisperRunner(config)
+    return WhisperModelRunner(config)
