@@ -192,7 +192,7 @@ def calibrate(
         AsrRate(**cache.get(f"asr {model}", lambda m=model: {  # type: ignore[misc]
             "model": m, "file": _file(_whisper(m) / "model.bin"),
             "asr": dataclasses.asdict(dataclasses.replace(config.asr, model=m)),
-            "libs": _libraries("ctranslate2"),
+            "libs": _libraries("torch" if config.asr.runtime == "torch" else "ctranslate2"),
         }, lambda m=model: _measure_asr(config, m, question, language))[0])  # type: ignore[misc]
         for model in asr_models
     )
@@ -374,13 +374,13 @@ def _measure_tts(config: Config, language: str) -> tuple[dict[str, Any], np.ndar
 def _measure_asr(
     config: Config, model: str, question: np.ndarray | None, language: str
 ) -> tuple[dict[str, Any], None]:
-    from engines.asr.whisper import WhisperModelRunner
+    from engines.asr.whisper import load_runner
 
     if question is None:  # the TTS came from the cache: say the question again
         _, question = _measure_tts(config, language)
     assert question is not None
-    runner = WhisperModelRunner(dataclasses.replace(config.asr, model=model))
-    runner.decode(question)  # the first decode pays CTranslate2's set-up
+    runner = load_runner(dataclasses.replace(config.asr, model=model))
+    runner.decode(question)  # the first decode pays the runtime's set-up
     decode_s = min(runner.decode(question).seconds for _ in range(2))
     return {"model": model, "decode_s": decode_s}, None
 

@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None,
                         help="base | tiny.en | Whisper CTranslate2 dir | FunASR model dir")
     parser.add_argument("--language", default="en", help="en | zh | auto")
+    parser.add_argument("--runtime", default=AsrConfig.runtime, help="ctranslate2 | torch")
+    parser.add_argument("--device", default=AsrConfig.device, help="cpu | cuda | auto")
     parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
     parser.add_argument("--pause-ms", type=int, default=VadConfig.pause_ms)
     parser.add_argument("--end-silence-ms", type=int, default=VadConfig.end_silence_ms,
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     from common.logs import setup_logging
 
     setup_logging(args.log_level)
-    config = AsrConfig(engine=args.engine, language=args.language)
+    config = AsrConfig(engine=args.engine, language=args.language, runtime=args.runtime,
+                       device=args.device)
     if args.model:
         field = "funasr_model" if args.engine == "funasr" else "model"
         config = dataclasses.replace(config, **{field: args.model})

@@ -15,6 +15,7 @@ from engines.asr.errors import InvalidAsrConfigError
 ENGINES = ("faster-whisper", "funasr")
 LANGUAGES = ("en", "zh", "auto")
 DEVICES = ("cpu", "cuda", "auto")
+RUNTIMES = ("ctranslate2", "torch")
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,11 @@ class AsrConfig:
     cpu_threads: int = 1
     num_workers: int = 2
     compute_type: str = "int8"  # CTranslate2 weight type on CPU
-    # "cpu"; "cuda" (CTranslate2's CUDA 12 build, float16; a GPU it cannot use stops start-up)
-    # or "auto" (CUDA when it works, else the CPU, logged). See engines/asr/device.py.
+    # "ctranslate2" (faster-whisper) or "torch" (the same weights in PyTorch, greedy only: for
+    # CUDA 13 machines, where CTranslate2's CUDA 12 wheels cannot load; see torch_whisper.py)
+    runtime: str = "ctranslate2"
+    # "cpu"; "cuda" (float16; with CTranslate2 its CUDA 12 build: a GPU it cannot use stops
+    # start-up) or "auto" (CUDA when it works, else the CPU, logged). engines/asr/device.py.
     device: str = "cpu"
     beam_size: int = 1  # 1 = greedy (measured: fast and as accurate on short utterances)
     context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
@@ -59,6 +63,10 @@ class AsrConfig:
             raise InvalidAsrConfigError(f"unknown asr engine {self.engine!r}; one of {ENGINES}")
         if self.device not in DEVICES:
             raise InvalidAsrConfigError(f"unknown asr device {self.device!r}; one of {DEVICES}")
+        if self.runtime not in RUNTIMES:
+            raise InvalidAsrConfigError(f"unknown asr runtime {self.runtime!r}; one of {RUNTIMES}")
+        if self.runtime == "torch" and self.beam_size != 1:
+            raise InvalidAsrConfigError('runtime = "torch" decodes greedily: beam_size = 1')
         if self.cpu_threads < 1 or self.num_workers < 1 or self.beam_size < 1:
             raise InvalidAsrConfigError("cpu_threads, num_workers and beam_size must be >= 1")
         if not 0.0 <= self.context_pad_s <= 10.0:

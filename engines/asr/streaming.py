@@ -17,7 +17,7 @@ see `whisper.py`):
 - No hallucinated text: the endpointer opens a stream only for sound it calls speech; with
   `speech_gate`, no decode runs until silero-vad has heard speech in the utterance (`gate.py`:
   music and clicks get through the endpointer); Whisper's own no-speech rule
-  (`WhisperModelRunner.accept`) drops what the model itself scores as no speech.
+  (`WhisperRunner.accept`) drops what the model itself scores as no speech.
 
 Thread safety: streams are independent; call one stream's methods from one thread at a time
 (the server's per-session lane). The shared model serves many streams' threads concurrently.
@@ -36,7 +36,7 @@ from engines.asr.config import AsrConfig
 from engines.asr.errors import StreamClosedError
 from engines.asr.gate import SpeechGate
 from engines.asr.text import join_pieces
-from engines.asr.whisper import WhisperModelRunner
+from engines.asr.whisper import WhisperRunner, load_runner
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class WhisperStreamingASR:
 
     def __init__(self, config: AsrConfig | None = None) -> None:
         self.config = config or AsrConfig()
-        self.runner = WhisperModelRunner(self.config)
+        self.runner = load_runner(self.config)
         if self.config.speech_gate:
             from engines.vad.silero import load_silero
 
@@ -56,14 +56,14 @@ class WhisperStreamingASR:
         return WhisperStream(self.runner, self.config)
 
     def warm_up(self) -> None:
-        """One decode of silence, so the first user does not pay CTranslate2's first-call cost."""
+        """One decode of silence, so the first user does not pay the runtime's first-call cost."""
         self.runner.decode(np.zeros(SAMPLE_RATE, dtype=np.int16))
 
 
 class WhisperStream:
     """One utterance (see module docstring)."""
 
-    def __init__(self, runner: WhisperModelRunner, config: AsrConfig) -> None:
+    def __init__(self, runner: WhisperRunner, config: AsrConfig) -> None:
         self._runner = runner
         self._cfg = config
         self._committed = ""  # text of finished segments

@@ -1,10 +1,12 @@
 """faster-whisper (CTranslate2 Whisper) decoding with a context cut to the utterance.
 
 Contract: `WhisperModelRunner.decode(pcm16k, language)` -> `Decoded` (text, language, no-speech
-probability, average token log-probability, seconds spent). One instance per process serves
-every stream: the CTranslate2 model is thread-safe (concurrent calls queue for `num_workers`
-workers, each using `cpu_threads`), the feature extractor is a pure NumPy function and the
-tokenizers only encode the prompt and decode.
+probability, average token log-probability, sentence-end probability, seconds spent). One
+instance per process serves every stream: the CTranslate2 model is thread-safe (concurrent
+calls queue for `num_workers` workers, each using `cpu_threads`), the feature extractor is a
+pure NumPy function and the tokenizers only encode the prompt and decode. `WhisperRunner` is
+what it shares with the torch runtime (`torch_whisper.py`, `[asr] runtime = "torch"`): the
+window, prompts, length limit, text and acceptance rules; `load_runner(config)` picks one.
 
 Languages (`AsrConfig.language`): "en", "zh" or "auto" (detected by Whisper from the same
 encoder pass, so it costs one extra decoder step, not a second encode). Chinese is decoded with
@@ -25,6 +27,7 @@ import logging
 import math
 import time
 import zlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 _HOP = 160  # samples per mel frame (Whisper's 10 ms hop)
 _MAX_WINDOW_S = 30  # Whisper's positional embeddings cover 30 s
+MAX_TEXT_POSITIONS = 448  # Whisper's decoder positional embeddings (prompt and text)
 # Bound on tokens per second of audio: fast speech needs ~5 (with punctuation and casing);
 # 6 cut off the end of a 22 s decode in a test. It also bounds the cost of a restart loop.
 _TOKENS_PER_S = 10
@@ -67,41 +71,55 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-class WhisperModelRunner:
-    """A loaded CTranslate2 Whisper model and its reduced-context decode."""
+def token_probability(logits: np.ndarray, token: int) -> float:
+    """Softmax probability of `token` under one step's logits (float64: no fp16 overflow)."""
+    scores = np.asarray(logits, dtype=np.float64).reshape(-1)
+    scores = np.exp(scores - scores.max())
+    return float(scores[token] / scores.sum())
 
-    def __init__(self, config: AsrConfig) -> None:
+
+class WhisperRunner(ABC):
+    """What every Whisper runtime shares: the reduced-context mel window, the prompts, the
+    length limit, the text of the decoded ids, the sentence-end token and Whisper's rules for
+    accepting text. A subclass loads its model, calls `_set_up` and implements `decode`."""
+
+    config: AsrConfig
+    multilingual: bool
+    max_audio_s: float
+
+    def _set_up(
+        self, config: AsrConfig, hf_tokenizer: Any, features: Any, multilingual: bool
+    ) -> None:
+        """`hf_tokenizer`: the model's `tokenizers.Tokenizer`; `features`: faster-whisper's
+        `FeatureExtractor` (a pure NumPy function of the waveform)."""
+        from faster_whisper.tokenizer import Tokenizer
+
         self.config = config
-        path = resolve_whisper_model(config.model)
-        try:
-            import ctranslate2
-            from faster_whisper import WhisperModel
-            from faster_whisper.tokenizer import Tokenizer
-        except ImportError as exc:
-            msg = "faster-whisper is missing: pip install 'rtc-avatar[asr]'"
-            raise AsrModelLoadError(msg) from exc
-        self._ct2 = ctranslate2
-        self._tokenizer_type = Tokenizer
-        with load_step(logger, f"whisper ({path.name}, {config.compute_type})"):
-            try:
-                model = load_whisper(WhisperModel, path, config)  # [asr] device (device.py)
-            except (RuntimeError, ValueError, OSError) as exc:
-                raise AsrModelLoadError(f"cannot load Whisper model from {path}: {exc}") from exc
-        self._model = model.model
-        self._hf_tokenizer = model.hf_tokenizer
-        self._features = model.feature_extractor
-        self.multilingual = bool(model.model.is_multilingual)
-        if not self.multilingual and config.language != "en":
+        self.multilingual = multilingual
+        if not multilingual and config.language != "en":
             raise AsrModelLoadError(
                 f"{config.model} is an English-only model: set [asr] language = \"en\""
             )
-        text = Tokenizer(self._hf_tokenizer, self.multilingual, task="transcribe", language="en")
+        self._tokenizer_type = Tokenizer
+        self._hf_tokenizer = hf_tokenizer
+        self._features = features
+        text = Tokenizer(hf_tokenizer, multilingual, task="transcribe", language="en")
         self._eot, self._decode_tokens = text.eot, text.decode
+        self._sot, self._no_speech = text.sot, text.no_speech
         self._prompt_texts = {config.prompt.strip()} if config.prompt else set()
         self._prompt_texts.update(DEFAULT_PROMPTS.values())
         self._prompt_texts.discard("")
         self._prompts = {lang: self._prompt(lang) for lang in ("en", "zh")}
         self.max_audio_s = _MAX_WINDOW_S - config.context_pad_s
+
+    @abstractmethod
+    def decode(
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+    ) -> Decoded:
+        """Transcribe one utterance (int16, 16 kHz, at most `max_audio_s` long).
+
+        `language` None = the configured one; with "auto" Whisper detects it in this call.
+        """
 
     def _prompt(self, language: str) -> list[int]:
         tokenizer = self._tokenizer_type(
@@ -116,15 +134,14 @@ class WhisperModelRunner:
             prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + initial.strip())]
         return [*prompt, *tokenizer.sot_sequence, tokenizer.no_timestamps]
 
-    def decode(
-        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
-    ) -> Decoded:
-        """Transcribe one utterance (int16, 16 kHz, at most `max_audio_s` long).
+    def _prompt_for(self, language: str) -> list[int]:
+        return self._prompts.get(language) or self._prompts.setdefault(
+            language, self._prompt(language)
+        )
 
-        `language` None = the configured one; with "auto" Whisper detects it in this call.
-        """
-        start = time.perf_counter()
-        language = language or self.config.language
+    def _window(self, pcm16k: np.ndarray) -> tuple[np.ndarray, float]:
+        """The utterance's log-mel frames [n_mels, frames] over the reduced context (the audio
+        and `context_pad_s` of silence, in whole seconds), and the audio's duration in s."""
         audio = pcm_to_float(pcm16k)[: int(self.max_audio_s * SAMPLE_RATE)]
         duration = audio.shape[0] / SAMPLE_RATE
         # Whole seconds keep the frame count even (the encoder's stride-2 convolution).
@@ -132,55 +149,33 @@ class WhisperModelRunner:
         padded = np.zeros(window_s * SAMPLE_RATE, dtype=np.float32)
         padded[: audio.shape[0]] = audio
         mel = self._features(padded)[:, : window_s * SAMPLE_RATE // _HOP]
-        features = self._ct2.StorageView.from_array(np.ascontiguousarray(mel[None]))
-        if language == "auto":
-            encoded = self._model.encode(features)
-            token, _ = self._model.detect_language(encoded)[0][0]
-            language, features = token[2:-2], encoded  # "<|zh|>" -> "zh"
-        prompt = self._prompts.get(language) or self._prompts.setdefault(
-            language, self._prompt(language)
-        )
-        result = self._model.generate(
-            features,
-            [prompt],
-            beam_size=beam_size or self.config.beam_size,
-            max_length=min(448, int(duration * _TOKENS_PER_S) + 20 + len(prompt)),
-            return_scores=True,
-            return_no_speech_prob=True,
-            return_logits_vocab=True,
-            suppress_blank=True,
-        )[0]
-        ids = list(result.sequences_ids[0])
-        tokens = [t for t in ids if t < self._eot]
-        text = trim_restart(self._decode_tokens(tokens).strip())
-        return Decoded(
-            text=text,
-            language=language,
-            no_speech_prob=float(result.no_speech_prob),
-            avg_logprob=float(result.scores[0]) if result.scores else 0.0,
-            end_probability=self._end_probability(ids, result.logits[0], text),
-            seconds=time.perf_counter() - start,
-        )
+        return np.ascontiguousarray(mel), duration
 
-    def _end_probability(self, ids: list[int], logits: list[Any], text: str) -> float:
-        """Probability Whisper gave the token that ends `text` with . ? or ! (else 0).
+    @staticmethod
+    def _max_length(duration: float, prompt: list[int]) -> int:
+        """CTranslate2's `max_length` (prompt included) for `duration` s of audio."""
+        return min(MAX_TEXT_POSITIONS, int(duration * _TOKENS_PER_S) + 20 + len(prompt))
 
-        This is Whisper's own belief that a sentence ends where the audio stops: median
-        0.90-0.95 after complete questions, mostly below 0.7 where it wrote a period after
-        words cut off in mid-sentence ("I need it." for "I need to ...")
-        (engines/turn/policy.py).
+    def _text(self, ids: list[int]) -> str:
+        return trim_restart(self._decode_tokens([t for t in ids if t < self._eot]).strip())
+
+    def _end_token(self, ids: list[int], steps: int, text: str) -> int | None:
+        """The step whose token ends `text` with . ? or ! (None if it does not end so).
+
+        Its probability is Whisper's own belief that a sentence ends where the audio stops:
+        median 0.90-0.95 after complete questions, mostly below 0.7 where it wrote a period
+        after words cut off in mid-sentence ("I need it." for "I need to ...")
+        (engines/turn/policy.py). `steps`: how many steps' logits there are.
         """
         if not text.endswith(SENTENCE_END):
-            return 0.0
-        last = min(len(logits), next((k for k, t in enumerate(ids) if t >= self._eot), len(ids)))
+            return None
+        last = min(steps, next((k for k, t in enumerate(ids) if t >= self._eot), len(ids)))
         # The token where the decoded text reaches `text`: the last one, unless trim_restart
         # cut a repetition off the end.
         for k in range(last - 1, -1, -1):
             if self._decode_tokens(ids[: k + 1]).strip() == text:
-                scores = np.asarray(logits[k], dtype=np.float64).reshape(-1)
-                scores = np.exp(scores - scores.max())
-                return float(scores[ids[k]] / scores.sum())
-        return 0.0
+                return k
+        return None
 
     def accept(self, decoded: Decoded) -> str:
         """Drop text the model itself scores as no speech, or that loops.
@@ -203,3 +198,72 @@ class WhisperModelRunner:
         if decoded.language == "zh":  # the prompt steers to Simplified; this makes sure
             return to_simplified(decoded.text)
         return decoded.text
+
+
+class WhisperModelRunner(WhisperRunner):
+    """A loaded CTranslate2 Whisper model and its reduced-context decode."""
+
+    def __init__(self, config: AsrConfig) -> None:
+        path = resolve_whisper_model(config.model)
+        try:
+            import ctranslate2
+            from faster_whisper import WhisperModel
+        except ImportError as exc:
+            msg = "faster-whisper is missing: pip install 'rtc-avatar[asr]'"
+            raise AsrModelLoadError(msg) from exc
+        self._ct2 = ctranslate2
+        with load_step(logger, f"whisper ({path.name}, {config.compute_type})"):
+            try:
+                model = load_whisper(WhisperModel, path, config)  # [asr] device (device.py)
+            except (RuntimeError, ValueError, OSError) as exc:
+                raise AsrModelLoadError(f"cannot load Whisper model from {path}: {exc}") from exc
+        self._model = model.model
+        self._set_up(config, model.hf_tokenizer, model.feature_extractor,
+                     bool(model.model.is_multilingual))
+
+    def decode(
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+    ) -> Decoded:
+        start = time.perf_counter()
+        language = language or self.config.language
+        mel, duration = self._window(pcm16k)
+        features = self._ct2.StorageView.from_array(mel[None])
+        if language == "auto":
+            encoded = self._model.encode(features)
+            token, _ = self._model.detect_language(encoded)[0][0]
+            language, features = token[2:-2], encoded  # "<|zh|>" -> "zh"
+        prompt = self._prompt_for(language)
+        result = self._model.generate(
+            features,
+            [prompt],
+            beam_size=beam_size or self.config.beam_size,
+            max_length=self._max_length(duration, prompt),
+            return_scores=True,
+            return_no_speech_prob=True,
+            return_logits_vocab=True,
+            suppress_blank=True,
+        )[0]
+        ids = list(result.sequences_ids[0])
+        text = self._text(ids)
+        return Decoded(
+            text=text,
+            language=language,
+            no_speech_prob=float(result.no_speech_prob),
+            avg_logprob=float(result.scores[0]) if result.scores else 0.0,
+            end_probability=self._end_probability(ids, result.logits[0], text),
+            seconds=time.perf_counter() - start,
+        )
+
+    def _end_probability(self, ids: list[int], logits: list[Any], text: str) -> float:
+        """Probability Whisper gave the token that ends `text` with . ? or ! (else 0)."""
+        k = self._end_token(ids, len(logits), text)
+        return 0.0 if k is None else token_probability(np.asarray(logits[k]), ids[k])
+
+
+def load_runner(config: AsrConfig) -> WhisperRunner:
+    """The Whisper runner of `config.runtime` (torch is imported only for "torch")."""
+    if config.runtime == "torch":
+        from engines.asr.torch_whisper import TorchWhisperRunner
+
+        return TorchWhisperRunner(config)
+    return WhisperModelRunner(config)
