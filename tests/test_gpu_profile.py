@@ -20,7 +20,7 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert config.llm.cuda_graphs and config.llm.context_tokens == 4096
     assert (config.face.engine, config.face.device) == ("torch", "cuda") and enabled(config.face)
     assert config.face.batch_window_ms == 2.0 and config.face.max_batch == 64
-    assert config.asr.device == "auto"
+    assert (config.asr.runtime, config.asr.device) == ("torch", "auto")
 
 
 def test_without_a_gpu_the_profile_stops_before_anything_loads(
