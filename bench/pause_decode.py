@@ -93,9 +93,7 @@ def main() -> None:
     for runtime in args.runtimes.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
             for pad in (float(p) for p in args.pads.split(",")):
-                config = replace(base, cpu_threads=threads, context_pad_s=pad)
-                if runtime != "ctranslate2":  # (the key exists with the torch runtime)
-                    config = replace(config, **{"runtime": runtime})
+                config = replace(base, runtime=runtime, cpu_threads=threads, context_pad_s=pad)
                 took, share, text = run(config, audio, args.repeats)
                 print(f"| {runtime} | {threads} | {pad:g} | {pct(took, 0.5):.0f} / "
                       f"{pct(took, 0.95):.0f} | {share:.0%} | {text} |", flush=True)

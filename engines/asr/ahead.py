@@ -27,6 +27,8 @@ import numpy as np
 
 from engines.vad.config import SAMPLE_RATE
 
+_MAX_FRAME_MS = 30  # the longest frame the endpointer takes (webrtcvad's 10, 20 or 30 ms)
+
 
 class DecodeAhead:
     """Per utterance: when, in a silence run, to decode ahead (see the module docstring)."""
@@ -43,7 +45,8 @@ class DecodeAhead:
         room is its quietest stretch as long as the padding: the pre-roll may hold the end
         of the previous utterance, the onset is speech."""
         self.reset()
-        need = (self._pause_ms - self._ahead_ms) * SAMPLE_RATE // 1000
+        # (one frame more: the pause comes on a whole frame, see `_rest`)
+        need = (self._pause_ms - self._ahead_ms + _MAX_FRAME_MS) * SAMPLE_RATE // 1000
         self._room = audio[:0]
         if not self._ahead_ms or audio.size < 2 * need:
             return
@@ -85,8 +88,13 @@ class DecodeAhead:
 
     def _rest(self, heard_ms: int) -> np.ndarray:
         """The pause's missing silence: the room before the utterance, else the quietest frame
-        heard, repeated (the first frames after a word still carry its tail)."""
-        missing = max(self._pause_ms - heard_ms, 0) * SAMPLE_RATE // 1000
+        heard, repeated (the first frames after a word still carry its tail). Up to the frame
+        the pause comes on: with a `pause_ms` that is not a whole number of frames (150 ms of
+        20 ms frames: the pause at 160) a decode short of it was made again at the pause
+        (measured on the H200: the pause's text ~100 ms later)."""
+        frame = self._silence[-1].size
+        pause = -(-self._pause_ms * SAMPLE_RATE // 1000 // frame) * frame  # whole frames
+        missing = max(pause - heard_ms * SAMPLE_RATE // 1000, 0)
         if self._room.size >= missing:
             return self._room[:missing]
         quietest = min(self._silence, key=lambda f: float(np.mean(f.astype(np.float64) ** 2)))

@@ -143,3 +143,15 @@ def test_whisper_reuses_the_early_decode_at_the_pause_and_keeps_real_audio() -> 
     again.feed(quiet)
     text = again.pause().text.lower()
     assert "bank" in text and "saturday" in text, text  # both, from the audio as it was
+
+
+def test_the_rest_reaches_the_frame_the_pause_comes_on() -> None:
+    """pause_ms 150 in 20 ms frames: the pause comes at 160 ms of silence, so an early decode
+    at 60 ms carries 100 ms more (with 90 the stream was 10 ms short at the pause and decoded
+    it all again: the pause's text ~100 ms later on the H200)."""
+    ahead = DecodeAhead(60, 150)
+    room = np.full(SR, 3, np.int16)
+    ahead.start(np.concatenate([room, np.full(SR // 5, 900, np.int16)]))
+    rests = [ahead.step(frame(1), 20 * i) for i in range(1, 4)]
+    rest = rests[2]
+    assert rest is not None and rest.shape[0] == 100 * SR // 1000 and (rest == 3).all()
