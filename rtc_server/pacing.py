@@ -46,9 +46,15 @@ def chunk_growth(pace: Pace) -> float:
     `c / v` seconds, in which `SYNTHESIS_SHARE * c / (v * s)` characters can be synthesized
     at `s` seconds a character. Without it a fast LLM (a GPU's: the whole answer written
     during the first chunk's synthesis) gives a short first chunk and then a whole sentence
-    that is not ready when the first chunk ends. 0 (off) without a calibration (`fixed`),
-    so chunks do not depend on how fast a thread ran."""
-    if not pace.hold_sentences or pace.tts_s_per_char <= 0:
+    that is not ready when the first chunk ends. Off (0) where the LLM writes slower than the
+    voice synthesizes (text then never piles up ahead of the voice, and more, smaller chunks
+    only cost: on the emulated slow machine 6/10 answers stalled with it against 3-4/10
+    without), and without a calibration (`fixed`), so chunks do not depend on how fast a
+    thread ran. An LLM the calibration does not time (the GPU's, a shared server) counts as
+    fast, as in `Pacing.may_start`."""
+    r = pace.decode_chars_per_s
+    if not pace.hold_sentences or pace.tts_s_per_char <= 0 or (
+            r is not None and r * pace.tts_s_per_char < 1.0):
         return 0.0
     return SYNTHESIS_SHARE / (pace.speaking_chars_per_s * pace.tts_s_per_char)
 

@@ -87,8 +87,13 @@ def test_the_runway_cuts_mid_sentence_but_waits_at_a_sentence_start() -> None:
 
 def test_chunk_growth_lets_the_next_chunk_be_synthesized_while_one_plays() -> None:
     """A chunk of c characters plays c / 15 s; at 5 ms a character 80% of that synthesizes
-    c * 0.8 / (15 * 0.005) characters. Without a calibration: off (chunks from text alone)."""
-    assert chunk_growth(VOICE) == pytest.approx(0.8 / (15.0 * 0.005))
-    slow_voice = dataclasses.replace(VOICE, tts_s_per_char=0.02)
-    assert chunk_growth(slow_voice) < chunk_growth(VOICE)
+    c * 0.8 / (15 * 0.005) characters, where the LLM writes faster than the voice synthesizes.
+    Without a calibration: off (chunks from text alone)."""
+    gpu = dataclasses.replace(VOICE, decode_chars_per_s=1000.0)  # writes 5x the synthesis
+    assert chunk_growth(gpu) == pytest.approx(0.8 / (15.0 * 0.005))
+    slow_voice = dataclasses.replace(gpu, tts_s_per_char=0.02)
+    assert chunk_growth(slow_voice) < chunk_growth(gpu)
+    # An LLM slower than the voice's synthesis (100 < 200 chars/s): off; untimed: fast.
+    assert chunk_growth(dataclasses.replace(gpu, decode_chars_per_s=100.0)) == 0.0
+    assert chunk_growth(VOICE) == chunk_growth(gpu)
     assert chunk_growth(FIXED_PACE) == 0.0
