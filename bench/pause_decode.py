@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 import time
 from dataclasses import replace
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.stats import pct  # noqa: E402
 from engines.asr import AsrConfig  # noqa: E402
 from engines.asr.audio import SAMPLE_RATE  # noqa: E402
+from engines.asr.whisper import WhisperRunner  # noqa: E402
 from testkit.conversation import QUESTIONS, speech_of  # noqa: E402
 
 logger = logging.getLogger("bench.pause_decode")
@@ -38,17 +38,14 @@ def questions(n: int) -> list[np.ndarray]:
     return [np.concatenate([speech_of(q), silence]) for q in QUESTIONS[:n]]
 
 
-def encoder_ms(runner: object, pcm: np.ndarray, pad_s: float) -> float:
-    """The encoder's part of a decode (CTranslate2 only; nan otherwise)."""
+def encoder_ms(runner: WhisperRunner, pcm: np.ndarray) -> float:
+    """The encoder's part of a decode, on the decode's own window (CTranslate2 only; nan
+    otherwise)."""
     model = getattr(runner, "_model", None)
-    features = getattr(runner, "_features", None)
     ct2 = getattr(runner, "_ct2", None)
-    if model is None or features is None or ct2 is None:
+    if model is None or ct2 is None:
         return float("nan")
-    window = min(30, math.ceil(pcm.size / SAMPLE_RATE + pad_s))
-    padded = np.zeros(window * SAMPLE_RATE, np.float32)
-    padded[: pcm.size] = pcm.astype(np.float32) / 32768.0
-    mel = features(padded)[:, : window * 100]
+    mel, _ = runner._window(pcm)
     view = ct2.StorageView.from_array(np.ascontiguousarray(mel[None]))
     start = time.perf_counter()
     model.encode(view)
@@ -65,7 +62,7 @@ def run(config: AsrConfig, audio: list[np.ndarray], repeats: int) -> tuple[list[
     for _ in range(repeats):
         for pcm in audio:
             took.append(runner.decode(pcm).seconds * 1000)
-            encoder.append(encoder_ms(runner, pcm, config.context_pad_s))
+            encoder.append(encoder_ms(runner, pcm))
     text = runner.accept(runner.decode(audio[0]))
     share = float(np.nanmedian(encoder)) / pct(took, 0.5) if np.isfinite(encoder).any() else \
         float("nan")

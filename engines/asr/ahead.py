@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.vad.config import SAMPLE_RATE
-
-_MAX_FRAME_MS = 30  # the longest frame the endpointer takes (webrtcvad's 10, 20 or 30 ms)
+from engines.vad.config import FRAME_MS, SAMPLE_RATE
 
 
 class DecodeAhead:
@@ -46,7 +44,7 @@ class DecodeAhead:
         of the previous utterance, the onset is speech."""
         self.reset()
         # (one frame more: the pause comes on a whole frame, see `_rest`)
-        need = (self._pause_ms - self._ahead_ms + _MAX_FRAME_MS) * SAMPLE_RATE // 1000
+        need = (self._pause_ms - self._ahead_ms + max(FRAME_MS)) * SAMPLE_RATE // 1000
         self._room = audio[:0]
         if not self._ahead_ms or audio.size < 2 * need:
             return

@@ -14,6 +14,9 @@ from engines.vad.errors import InvalidVadConfigError
 SAMPLE_RATE = 16000
 
 
+FRAME_MS = (10, 20, 30)  # the analysis frames webrtcvad accepts
+
+
 @dataclass(frozen=True)
 class VadConfig:
     aggressiveness: int = 2  # webrtcvad mode 0..3; higher rejects more noise (and soft speech)
@@ -35,7 +38,7 @@ class VadConfig:
     def __post_init__(self) -> None:
         if self.aggressiveness not in (0, 1, 2, 3):
             raise InvalidVadConfigError("aggressiveness must be 0, 1, 2 or 3")
-        if self.frame_ms not in (10, 20, 30):
+        if self.frame_ms not in FRAME_MS:
             raise InvalidVadConfigError("frame_ms must be 10, 20 or 30")
         for name in ("min_speech_ms", "start_gap_ms", "pause_ms", "end_silence_ms", "pre_roll_ms"):
             if getattr(self, name) < 0:
