@@ -312,6 +312,9 @@ def main() -> int:
     parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
     parser.add_argument("--asr-threads", type=int, help="asr.cpu_threads")
     parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
+    parser.add_argument("--start-on-early-decode", choices=("true", "false"),
+                        help="agent.start_on_early_decode")
+    parser.add_argument("--asr-cuda-graphs", choices=("true", "false"), help="asr.cuda_graphs")
     parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
@@ -336,6 +339,8 @@ def main() -> int:
         agent["lead_ms"] = args.lead_ms
     if args.runway_ms is not None:
         agent["runway_ms"] = args.runway_ms
+    if args.start_on_early_decode is not None:
+        agent["start_on_early_decode"] = args.start_on_early_decode == "true"
     turn: dict[str, int | bool] = {}
     if args.check_ahead is not None:
         turn["check_ahead"] = args.check_ahead == "true"
@@ -344,7 +349,9 @@ def main() -> int:
     profile = {} if args.profile is None else {"mode": args.profile}
     vad_options = {"decode_ahead_ms": args.decode_ahead_ms, "pause_ms": args.pause_ms}
     vad = {key: value for key, value in vad_options.items() if value is not None}
-    asr_options = {"partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads}
+    asr_options: dict[str, float | int | bool | None] = {
+        "partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads,
+        "cuda_graphs": None if args.asr_cuda_graphs is None else args.asr_cuda_graphs == "true"}
     asr = {key: value for key, value in asr_options.items() if value is not None} | asr_profile
     runs: dict[str, list[Result]] = {}
     for mode, slow in modes(parser, args):

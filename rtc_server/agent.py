@@ -212,6 +212,15 @@ class AgentBehaviour:
         if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
             self._real_interruption(f"heard {text!r}")
 
+    def on_early_text(self, utterance_id: int, text: str) -> None:
+        barge = self._barge
+        if not self._config.start_on_early_decode or (
+            barge is not None and barge.utterance_id == utterance_id
+        ):
+            return  # (a barge-in: its pause decides whether it interrupts)
+        self._session.log.debug("early text in %d: %r", utterance_id, text)
+        self._speculate(utterance_id, text)
+
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
         barge = self._barge
@@ -219,8 +228,20 @@ class AgentBehaviour:
             if not is_real_interruption(text):
                 return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
-        if not (self._config.start_early and text) or self._turn is not None:
+        self._speculate(utterance_id, text)
+
+    def _speculate(self, utterance_id: int, text: str) -> None:
+        """Start answering `text` before the endpoint; nothing plays until the final confirms
+        it. A speculative answer to other words of the same utterance is replaced."""
+        if not (self._config.start_early and text):
             return
+        turn = self._turn
+        if turn is not None:
+            if not (turn.speculative and turn.utterance_id == utterance_id) or _same_words(
+                text, turn.user_text
+            ):
+                return
+            self._discard(turn)
         turn = self._new_turn(self._turn_id(utterance_id), text, utterance_id, speculative=True)
         self._begin(turn, self._answer(turn, [*self.history, ChatMessage("user", text)]))
 

@@ -126,6 +126,11 @@ class AgentConfig:
     false_interruption_short_ms: int = 700
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
+    # With start_early: start it sooner, on the early pause decode's text (`[vad]
+    # decode_ahead_ms` into a silence), so the answer's first audio can be ready when the turn
+    # ends. Where the LLM and TTS have their own hardware (a GPU profile); on a few CPU cores
+    # the speculative answer competes with the pause decode and the turn model it waits for.
+    start_on_early_decode: bool = False
     # While the user talks, let the LLM evaluate their words so far (partial transcripts), so
     # the end of the turn leaves it only what changed to read (`ChatLLM.warm`): measured on
     # 2 cores, the first token 100 ms sooner, the end of turn 25-45 ms later (it competes

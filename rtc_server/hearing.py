@@ -22,8 +22,10 @@ is no longer current (speech resumed, or the utterance ended) is dropped; a mode
 or is slow leaves the endpointer's long limit (`max_silence_ms`) to end the turn. Without a
 turn model the endpointer's fixed hangover ends it.
 
-The listener learns, in order: speech start, voice duration (for barge-in), partials, a pause
-with its stable text (for starting the LLM early), the resumption of speech after a pause, and
+The listener learns, in order: speech start, voice duration (for barge-in), partials, the
+early decode's text while its silence lasts (`on_early_text`: the pause's text, most likely,
+before the pause), a pause with its stable text (for starting the LLM early), the resumption
+of speech after a pause, and
 the final transcript with the clock time of the endpoint and of the end of the voiced audio.
 The final also carries when the last pause's evidence came in (`events.HEARING_MARKS`), so
 the end of turn can be split into the pause, the turn model, the pause's transcript and the
@@ -75,6 +77,8 @@ class HearingListener(Protocol):
 
     def on_partial(self, utterance_id: int, text: str) -> None: ...
 
+    def on_early_text(self, utterance_id: int, text: str) -> None: ...
+
     def on_pause(self, utterance_id: int, text: str) -> None: ...
 
     def on_resume(self, utterance_id: int) -> None: ...
@@ -104,6 +108,15 @@ class _Pause:
 
 
 _Op = tuple[str, int, object]
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """An early decode's request: the silence run it belongs to and the missing silence."""
+
+    run: int
+    rest: np.ndarray
+
 _FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
@@ -143,6 +156,8 @@ class Hearing:
         self._pause: _Pause | None = None
         # The turn model's verdict asked with the early pause decode, for this silence run.
         self._early: asyncio.Future[float] | None = None
+        # Counts the frames of speech: an early decode's text is current while it is unchanged.
+        self._speech_frames = 0
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
 
@@ -157,10 +172,11 @@ class Hearing:
             self._feed(frame, partial=silence_ms == 0)
             if silence_ms == 0:
                 self._early = None  # speech again: a verdict asked in the silence is stale
+                self._speech_frames += 1
             if not self._paused:
                 rest = self._ahead.step(frame, silence_ms)
                 if rest is not None:
-                    self._put(("ahead", self._utterance, rest))
+                    self._put(("ahead", self._utterance, _Ahead(self._speech_frames, rest)))
                     self._check_ahead(rest)
             self._voice()
             pause = self._pause
@@ -200,6 +216,7 @@ class Hearing:
                 self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event, early))
         elif isinstance(event, events.SpeechResumed):
             self._paused, self._pause, self._early = False, None, None
+            self._speech_frames += 1
             self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
@@ -334,11 +351,15 @@ class Hearing:
                     text = await loop.run_in_executor(pool, stream.feed, pcm, partial)
                     if text:
                         self._listener.on_partial(utterance, text)
-                elif kind == "ahead":  # the pause decode, early; its text waits for the pause
-                    assert isinstance(arg, np.ndarray)
+                elif kind == "ahead":  # the pause decode, early; its verdict waits for the pause
+                    assert isinstance(arg, _Ahead)
                     ahead_started = self._clock.time()
-                    await loop.run_in_executor(pool, stream.decode_ahead, arg)
+                    early = await loop.run_in_executor(pool, stream.decode_ahead, arg.rest)
                     ahead_done = self._clock.time()
+                    if early and early.strip() and arg.run == self._speech_frames and (
+                        utterance == self._utterance
+                    ):  # (still that silence: no speech since it was asked)
+                        self._listener.on_early_text(utterance, early.strip())
                 elif kind == "pause":
                     assert isinstance(arg, int)
                     started = ahead_started or self._clock.time()

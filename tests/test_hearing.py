@@ -42,6 +42,8 @@ class FakeStream:
         self.decodes = 0
         self._fed = 0
         self._covered = -1  # samples the latest decode covered
+        self.hold = threading.Event()  # cleared: an early decode waits (a slow decode)
+        self.hold.set()
 
     def feed(self, pcm: np.ndarray, partial: bool = True) -> str | None:
         self.ops.append(("feed", pcm.shape[0]))
@@ -49,10 +51,12 @@ class FakeStream:
         self._fed += pcm.shape[0]
         return None
 
-    def decode_ahead(self, rest: np.ndarray) -> None:
+    def decode_ahead(self, rest: np.ndarray) -> str | None:
         self.ops.append(("ahead", rest.shape[0]))
+        self.hold.wait(5)
         self.decodes += 1
         self._covered = self._fed + rest.shape[0]
+        return self._texts[min(self.decodes - 1, len(self._texts) - 1)]
 
     def pause(self) -> PauseText:
         if self._covered < self._fed:
@@ -111,6 +115,9 @@ class Recorder:
     def on_voice(self, utterance_id: int, voiced_ms: float) -> None: ...
 
     def on_partial(self, utterance_id: int, text: str) -> None: ...
+
+    def on_early_text(self, utterance_id: int, text: str) -> None:
+        self.calls.append(("early", text))
 
     def on_pause(self, utterance_id: int, text: str) -> None:
         self.calls.append(("pause", text))
@@ -200,8 +207,8 @@ async def test_complete_ends_the_turn_at_the_short_pause(rigs: list[Rig]) -> Non
     await asyncio.wait_for(r.listener.final.wait(), 3)
     (final,) = r.listener.finals
     assert final.reason == "complete" and not final.forced and final.text == "What time is it?"
-    assert r.listener.calls == [("start", 1), ("pause", "What time is it?"),
-                                ("final", "What time is it?")]
+    assert r.listener.calls == [("start", 1), ("early", "What time is it?"),
+                                ("pause", "What time is it?"), ("final", "What time is it?")]
     assert r.asr.streams[0].ops[-2:] == [("pause", 0), ("finish", 0)]  # the final reused it
 
 
@@ -332,6 +339,38 @@ async def test_the_pause_decode_runs_before_the_pause_and_is_reused_at_it(
     # one decode in all: at the pause nothing new had been fed, so its text was reused
     assert stream.decodes == 1 and stream.fed_after_last_pause() == 0
     assert sum(n for op, n in stream.ops if op == "feed") == int((0.3 + 1.0 + 0.2) * SR)
+
+
+async def test_the_early_decode_s_text_reaches_the_listener_before_the_pause(
+    rigs: list[Rig],
+) -> None:
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # past decode_ahead_ms (80), before the pause (200)
+    await until(lambda: ("early", "What time is it?") in r.listener.calls)
+    assert not any(kind == "pause" for kind, _ in r.listener.calls)
+    r.quiet(0.1)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert [kind for kind, _ in r.listener.calls] == ["start", "early", "pause", "final"]
+
+
+async def test_an_early_text_overtaken_by_speech_is_not_reported(rigs: list[Rig]) -> None:
+    """The user spoke again while the early decode ran: its text is only a partial."""
+    r = rig(rigs, ["What time", "What time is it?"], FakeTurnModel([0.9]))
+    streams = r.asr.streams
+    r.quiet(0.3)
+    r.say(0.6)
+    await until(lambda: bool(streams))
+    streams[0].hold.clear()
+    r.quiet(0.1)  # the early decode starts, and waits
+    await until(lambda: ("ahead", int(0.12 * SR)) in streams[0].ops)
+    r.say(0.5)  # ... while the user goes on
+    streams[0].hold.set()
+    r.quiet(0.4)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert [c for c in r.listener.calls if c[0] == "early"] == [("early", "What time is it?")]
+    assert r.listener.finals[0].text == "What time is it?"
 
 
 async def test_speech_after_an_early_decode_is_all_fed_and_decoded_again(

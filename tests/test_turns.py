@@ -102,6 +102,39 @@ async def test_start_early_is_discarded_without_trace_when_the_final_differs(
     ]
 
 
+async def test_the_early_decode_starts_the_answer_only_when_configured(h: Harness) -> None:
+    h.agent.on_speech_start(1)
+    h.agent.on_early_text(1, "what is the answer")
+    await h.settle()
+    assert h.agent._turn is None and not h.llm.calls  # noqa: SLF001 - off by default
+
+
+async def test_an_answer_started_on_the_early_decode_is_kept_or_replaced_by_the_pause() -> None:
+    h = Harness(start_on_early_decode=True)
+    try:
+        h.llm.release.clear()
+        h.agent.on_speech_start(1)
+        h.agent.on_early_text(1, "what is the")
+        await h.settle()
+        early = h.agent._turn  # noqa: SLF001
+        assert early is not None and early.speculative and h.states() == ["listening"]
+        h.agent.on_pause(1, "What is the...")  # the same words: kept
+        await h.settle()
+        assert h.agent._turn is early  # noqa: SLF001
+        h.agent.on_pause(1, "what is the weather")  # decoded again, other words: replaced
+        await h.settle()
+        assert early.is_done and early.discarded
+        h.llm.release.set()
+        h.agent.on_final(h.utterance(1, "What is the weather?"))
+        await h.listen(speech_duration(REPLY) + 1.0)
+        assert [c[-1].content for c in h.llm.calls] == ["what is the", "what is the weather"]
+        assert h.agent.history == [
+            ChatMessage("user", "What is the weather?"), ChatMessage("assistant", REPLY),
+        ]
+    finally:
+        await h.close()
+
+
 async def test_speech_resuming_discards_the_early_start(h: Harness) -> None:
     h.llm.release.clear()
     h.agent.on_speech_start(1)

@@ -16,8 +16,9 @@ where speech starts, pauses and ends, and the caller drives the stream with it:
   there, when it has one (the end-of-turn decision weighs it, `engines/turn/policy.py`);
 - `decode_ahead(rest)` a little into a silence, before it is a pause: decode what was fed
   plus `rest` (the pause's missing silence; not kept), so that a `pause()` once that much
-  more silence has been fed returns at once (`engines/asr/ahead.py`). An engine that decodes
-  as it goes may ignore it;
+  more silence has been fed returns at once (`engines/asr/ahead.py`); returns that text
+  (None when it did not decode), which the caller may start the answer on before the pause.
+  An engine that decodes as it goes may ignore it and return None;
 - `finish()` at the end: the final transcript. When nothing was fed since `pause()`, this is
   the pause's text without decoding again (so the caller feeds no more of a pause's
   silence; when speech resumes it goes on feeding from there).
@@ -47,8 +48,9 @@ class AsrStream(Protocol):
         """The user paused: transcribe everything fed so far now; return that text."""
         ...
 
-    def decode_ahead(self, rest: np.ndarray) -> None:
-        """Decode what was fed plus `rest` now, for a pause that may come (see above)."""
+    def decode_ahead(self, rest: np.ndarray) -> str | None:
+        """Decode what was fed plus `rest` now, for a pause that may come (see above); the
+        text, or None when nothing was decoded."""
         ...
 
     def finish(self) -> str:

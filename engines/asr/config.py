@@ -38,6 +38,9 @@ class AsrConfig:
     # "ctranslate2" (faster-whisper) or "torch" (the same weights in PyTorch, greedy only: for
     # CUDA 13 machines, where CTranslate2's CUDA 12 wheels cannot load; see torch_whisper.py)
     runtime: str = "ctranslate2"
+    # runtime "torch" on CUDA: the encoder, prompt and each decode step as captured CUDA
+    # graphs (whisper_graphs.py; `num_workers` sets, captured at load); false: eager
+    cuda_graphs: bool = True
     # "cpu"; "cuda" (float16; with CTranslate2 its CUDA 12 build: a GPU it cannot use stops
     # start-up) or "auto" (CUDA when it works, else the CPU, logged). engines/asr/device.py.
     device: str = "cpu"

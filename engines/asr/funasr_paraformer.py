@@ -111,8 +111,10 @@ class FunAsrStream:
         `finish`, so the last ~300 ms may be missing until then); no end probability."""
         return PauseText(self._text)
 
-    def decode_ahead(self, rest: np.ndarray) -> None:
-        """Nothing to do early: Paraformer has decoded what it was fed already."""
+    def decode_ahead(self, rest: np.ndarray) -> str | None:
+        """Nothing to do early: Paraformer has decoded what it was fed already (its text
+        reaches the listener as partials)."""
+        return None
 
     def finish(self) -> str:
         if self._closed:

@@ -125,17 +125,19 @@ class WhisperStream:
             self._commit()  # a pause is a safe place to cut: no word straddles it
         return PauseText(self._text(), end)
 
-    def decode_ahead(self, rest: np.ndarray) -> None:
-        """A pause may be coming: decode what was fed and `rest` now (see the module doc).
+    def decode_ahead(self, rest: np.ndarray) -> str | None:
+        """A pause may be coming: decode what was fed and `rest` now (see the module doc);
+        the text as the pause would return it, or None when it did not decode.
 
         It counts as a partial (its text is one): it shares their CPU cap, so where short
         gaps come often (speech in noise) the decode waits for the pause instead."""
         if self._closed or not self._speech_heard() or not self._fed:
-            return
+            return None
         heard_s = (self._committed_samples + self._fed) / SAMPLE_RATE
         if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
-            return
+            return None
         self._partial_took(self._decode(self._fed, check_pcm16(rest)))
+        return self._text()
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when nothing was said)."""

@@ -30,25 +30,30 @@ torch's intra-op threads are process-wide and left as they are.
 Speed: the encoder output's cross-attention keys and values are computed once per decode;
 the self-attention cache is pre-allocated for all 448 positions and each step writes its
 position with `index_copy_` and attends over all of them under a mask. So the step
-(`TorchWhisper.step`) has static shapes and no host-side indexing, and could be captured as a
-CUDA graph per window length later (not done: no GPU here to test it). Per step the host reads
-one token id (to stop at end of text).
+(`TorchWhisper.step`) has static shapes and no host-side indexing. On CUDA
+(`[asr] cuda_graphs`, the default) the encoder, the prompt and the step are captured as
+graphs (`whisper_graphs.py`: a token is one replay; the host reads the tokens every few
+steps); eager, the host reads one token id per step (to stop at end of text).
 
-Threads: the weights are read-only; each `decode` has its own cache, so calls from several
-threads run side by side, at most `num_workers` at once (the others wait, as CTranslate2's
-queue does).
+Threads: the weights are read-only; each `decode` has its own cache (eager) or leases one of
+`num_workers` sets of graphs and buffers, so calls from several threads run side by side, at
+most `num_workers` at once (the others wait, as CTranslate2's queue does).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import queue
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,6 +65,9 @@ from engines.asr.errors import AsrModelLoadError, InvalidAsrConfigError
 from engines.asr.model_files import resolve_whisper_model
 from engines.asr.whisper import Decoded, WhisperRunner, token_probability
 from engines.progress import load_step
+
+if TYPE_CHECKING:
+    from engines.asr.whisper_graphs import WhisperGraphs
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +94,9 @@ class DecodeState:
     values: torch.Tensor
     cross_keys: list[torch.Tensor]  # per layer [1, heads, frames, head_dim]
     cross_values: list[torch.Tensor]
+    # [1, frames] bool, True on the encoder frames the window has: graphs keep the cross keys
+    # for the longest window and mask what a shorter one leaves (whisper_graphs.py)
+    cross_mask: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -169,10 +180,15 @@ class TorchWhisper:
         head_dim = self.d_model // self.dec_heads
         shape = (len(self.dec_layers), 1, self.dec_heads, self.positions, head_dim)
         keys = torch.zeros(shape, device=self.device, dtype=self.dtype)
-        cross = [self._split(_linear(encoded, layer, "attention/linear_1"), 2, self.dec_heads)
-                 for layer in self.dec_layers]
+        cross = self.cross(encoded)
         return DecodeState(keys, torch.zeros_like(keys), [c[0] for c in cross],
                            [c[1] for c in cross])
+
+    def cross(self, encoded: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        """Per decoder layer, the cross-attention keys and values of `encoded`
+        ([1, heads, frames, head_dim] each)."""
+        return [self._split(_linear(encoded, layer, "attention/linear_1"), 2, self.dec_heads)
+                for layer in self.dec_layers]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor,
              state: DecodeState) -> torch.Tensor:
@@ -189,7 +205,8 @@ class TorchWhisper:
             x = x + _linear(_merge(a), layer, "self_attention/linear_1")
             h = self._norm(x, layer, "attention")
             (q,) = self._split(_linear(h, layer, "attention/linear_0"), 1, self.dec_heads)
-            a = F.scaled_dot_product_attention(q, state.cross_keys[i], state.cross_values[i])
+            a = F.scaled_dot_product_attention(q, state.cross_keys[i], state.cross_values[i],
+                                               attn_mask=state.cross_mask)
             x = x + _linear(_merge(a), layer, "attention/linear_2")
             x = x + self._ffn(x, layer)
         return F.layer_norm(x[0], (self.d_model,), *self.dec_ln, eps=_LN_EPS)
@@ -265,7 +282,9 @@ def _merge(heads: torch.Tensor) -> torch.Tensor:
 class TorchWhisperRunner(WhisperRunner):
     """A CTranslate2 Whisper model run by torch (see the module docstring)."""
 
-    def __init__(self, config: AsrConfig) -> None:
+    def __init__(self, config: AsrConfig, *, static: bool | None = None) -> None:
+        """`static`: decode on the static buffers of `whisper_graphs` (None: on CUDA when
+        `config.cuda_graphs`; True on the CPU runs those bodies eagerly, for tests)."""
         path = resolve_whisper_model(config.model)
         try:
             import tokenizers
@@ -294,6 +313,9 @@ class TorchWhisperRunner(WhisperRunner):
         self._suppress_first = self._bias([*settings.get("suppress_ids", []),
                                            *settings.get("suppress_ids_begin", [])])
         self._slots = threading.BoundedSemaphore(config.num_workers)
+        self._graph_sets: queue.SimpleQueue[WhisperGraphs] | None = None
+        if static if static is not None else (config.cuda_graphs and device.type == "cuda"):
+            self._graph_sets = self._make_graph_sets(config)
 
     def decode(
         self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
@@ -304,19 +326,26 @@ class TorchWhisperRunner(WhisperRunner):
         start = time.perf_counter()
         language = language or self.config.language
         mel, duration = self._window(pcm16k)
-        with self._slots, torch.inference_mode():
+        with self._slots, self._lease() as graphs, torch.inference_mode():
             model = self.model
-            state = model.new_state(model.encode(torch.from_numpy(mel[None]).to(model.device)))
+            features = torch.from_numpy(mel[None]).to(model.device)
+            if graphs is not None:
+                graphs.encode(features)
+                state = graphs.state
+            else:
+                state = model.new_state(model.encode(features))
             if language == "auto":
                 token = model.detect_language(state, self._sot, self._lang_ids)
                 language = self._hf_tokenizer.id_to_token(token)[2:-2]  # "<|zh|>" -> "zh"
             prompt = self._prompt_for(language)
             max_length = self._max_length(duration, prompt)
-            result = model.generate(
-                state, prompt, prompt.index(self._sot), self._no_speech, self._eot,
-                min(max_length // 2, max_length - (len(prompt) - 1)),  # CT2's rule
-                self._suppress, self._suppress_first,
-            )
+            max_steps = min(max_length // 2, max_length - (len(prompt) - 1))  # CT2's rule
+            if graphs is not None:
+                result = graphs.generate(prompt, prompt.index(self._sot), self._eot, max_steps)
+            else:
+                result = model.generate(state, prompt, prompt.index(self._sot),
+                                        self._no_speech, self._eot, max_steps,
+                                        self._suppress, self._suppress_first)
             text = self._text(result.ids)
             k = self._end_token(result.ids, result.logits.shape[0], text)
             end = 0.0 if k is None else token_probability(
@@ -329,6 +358,37 @@ class TorchWhisperRunner(WhisperRunner):
             end_probability=end,
             seconds=time.perf_counter() - start,
         )
+
+    def _make_graph_sets(self, config: AsrConfig) -> queue.SimpleQueue[WhisperGraphs]:
+        """`num_workers` sets of static buffers, each with its graphs captured for every
+        window length and the prompts of "en" and "zh" (on CUDA; eager bodies on the CPU)."""
+        from engines.asr.whisper_graphs import WhisperGraphs
+
+        capture = self.model.device.type == "cuda"
+        pad = math.ceil(config.context_pad_s)
+        frames = [s * 100 for s in range(max(pad, 1), 31)]  # whole-second windows (_window)
+        sets: queue.SimpleQueue[WhisperGraphs] = queue.SimpleQueue()
+        what = (f"whisper CUDA graphs ({config.num_workers} x {len(frames)} windows)" if capture
+                else "whisper static buffers (no capture on the CPU)")
+        with load_step(logger, what), torch.inference_mode():
+            for _ in range(config.num_workers):
+                graphs = WhisperGraphs(self.model, self._suppress, self._suppress_first,
+                                       self._no_speech, capture=capture)
+                graphs.prepare(frames, self._prompts.values(), self._sot)
+                sets.put(graphs)
+        return sets
+
+    @contextmanager
+    def _lease(self) -> Iterator[WhisperGraphs | None]:
+        """A set of graphs for one decode (None: eager); the `_slots` bound how many wait."""
+        if self._graph_sets is None:
+            yield None
+            return
+        graphs = self._graph_sets.get()
+        try:
+            yield graphs
+        finally:
+            self._graph_sets.put(graphs)
 
     def _bias(self, ids: list[int]) -> torch.Tensor:
         bias = torch.zeros(self.model.n_vocab, device=self.model.device)

@@ -27,6 +27,7 @@ from engines.asr.streaming import WhisperStreamingASR
 from engines.asr.text import char_error_rate, normalize_words, word_error_rate
 from engines.asr.torch_whisper import TorchWhisperRunner, _placement
 from engines.asr.whisper import WhisperModelRunner
+from engines.asr.whisper_graphs import WhisperGraphs
 from testkit.sentences import spoken_reference
 from testkit.speech import synth
 from tests.engines.test_asr import SENTENCES
@@ -45,6 +46,12 @@ def clip(text: str) -> np.ndarray:
 @pytest.fixture(scope="module")
 def torch_runner() -> TorchWhisperRunner:
     return TorchWhisperRunner(AsrConfig(runtime="torch"))
+
+
+@pytest.fixture(scope="module")
+def static_runner() -> TorchWhisperRunner:
+    """The CUDA graphs' path on the CPU: their bodies run eagerly on the static buffers."""
+    return TorchWhisperRunner(AsrConfig(runtime="torch", num_workers=2), static=True)
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +169,46 @@ def test_cuda_without_cuda_stops_start_up(caplog: pytest.LogCaptureFixture) -> N
 def test_beam_search_is_refused_per_call(torch_runner: TorchWhisperRunner) -> None:
     with pytest.raises(InvalidAsrConfigError, match="greedily"):
         torch_runner.decode(np.zeros(SR, np.int16), beam_size=2)
+
+
+@pytest.mark.slow
+def test_the_graphs_decode_as_the_eager_search_does(
+    torch_runner: TorchWhisperRunner, static_runner: TorchWhisperRunner
+) -> None:
+    """whisper_graphs.py without the capture: keys and values kept for the longest window with
+    the rest masked, the prompt's and the step's bodies, the tokens read every few steps.
+    Short and long windows (a 4-sentence clip: a 20 s window after a 5 s one, so the buffers
+    hold a longer window's frames when a shorter one follows), and silence."""
+    clips = [clip(s) for s in SENTENCES[:4]]
+    clips.insert(2, np.concatenate([clip(s) for s in SENTENCES[4:8]]))
+    clips.append(np.zeros(2 * SR, np.int16))
+    for audio in clips:
+        eager, static = torch_runner.decode(audio), static_runner.decode(audio)
+        assert static.text == eager.text
+        assert static.avg_logprob == pytest.approx(eager.avg_logprob, abs=1e-3)
+        assert static.no_speech_prob == pytest.approx(eager.no_speech_prob, abs=1e-3)
+        assert static.end_probability == pytest.approx(eager.end_probability, abs=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_steps", [1, 3, 4, 5, 9])
+def test_the_graphs_stop_at_the_step_limit_as_the_eager_search(
+    torch_runner: TorchWhisperRunner, max_steps: int
+) -> None:
+    """The host reads the tokens every few steps: a limit inside a block stops there."""
+    runner = torch_runner
+    model = runner.model
+    mel, _ = runner._window(clip(QUESTION))  # noqa: SLF001
+    prompt = runner._prompt_for("en")  # noqa: SLF001
+    sot, eot, no_speech = runner._sot, runner._eot, runner._no_speech  # noqa: SLF001
+    suppress, first = runner._suppress, runner._suppress_first  # noqa: SLF001
+    graphs = WhisperGraphs(model, suppress, first, no_speech, capture=False)
+    with torch.inference_mode():
+        features = torch.from_numpy(mel[None])
+        eager = model.generate(model.new_state(model.encode(features)), prompt,
+                               prompt.index(sot), no_speech, eot, max_steps, suppress, first)
+        graphs.encode(features)
+        ours = graphs.generate(prompt, prompt.index(sot), eot, max_steps)
+    assert len(eager.ids) == max_steps  # the limit, not the end of text, stopped it
+    assert ours.ids == eager.ids and ours.logits.shape == eager.logits.shape
+    assert ours.avg_logprob == pytest.approx(eager.avg_logprob, abs=1e-4)

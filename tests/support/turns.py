@@ -73,7 +73,8 @@ class FakeStream:
     def pause(self) -> PauseText:
         return PauseText(self._text(), None)
 
-    def decode_ahead(self, rest: np.ndarray) -> None: ...
+    def decode_ahead(self, rest: np.ndarray) -> str | None:
+        return None
 
     def finish(self) -> str:
         return self._text()
