@@ -215,7 +215,8 @@ def _options(args: argparse.Namespace) -> str:
 
 def end_bound(marks: dict[str, float]) -> str:
     """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
-    waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_asked") if s in marks}
+    waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_again", "turn_asked")
+              if s in marks}
     if "turn_asked" not in waited:
         return "limit"
     return max(waited, key=lambda s: waited[s])

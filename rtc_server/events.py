@@ -65,11 +65,14 @@ class AgentText:
 # The hearing's marks in `TurnTimings` (rtc_server/hearing.py), for the last pause before the
 # endpoint: reported by the endpointer, its decode begun by the lane (early or at the pause),
 # the early decode's return (absent without one; a `pause_text` well after it means the pause
-# decoded again), the turn model's probability in, the pause's transcript in, and the end of
-# the silence the verdict asked for (voice end + `complete_after_ms`; absent when it asked for
-# the long limit). They say what the end of turn waited for; they are not stages of the answer.
+# decoded again), the turn model's probability in, the pause's transcript in, the turn model's
+# second probability in (`[turn] recheck_ms`; absent when not asked again), and the end of
+# the silence the verdict asked for (voice end + `complete_after_ms`, the sooner of the two;
+# absent when it asked for the long limit). They say what the end of turn waited for; they are
+# not stages of the answer.
 HEARING_MARKS = (
-    "pause", "decode_start", "ahead_done", "turn_model", "pause_text", "turn_asked",
+    "pause", "decode_start", "ahead_done", "turn_model", "pause_text", "turn_again",
+    "turn_asked",
 )
 
 

@@ -199,6 +199,22 @@ async def settle(r: Rig) -> None:
         await asyncio.sleep(0)
 
 
+async def paused(r: Rig) -> Rig:
+    """`r` after the room, a second of speech and the 200 ms pause, its verdict back."""
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle(r)
+    return r
+
+
+async def no_final_yet(r: Rig) -> None:
+    """What the loop has to run has run, and the turn is still open."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not r.listener.finals
+
+
 async def test_complete_ends_the_turn_at_the_short_pause(rigs: list[Rig]) -> None:
     r = rig(rigs, ["What time is it?"], FakeTurnModel([0.9]))
     r.quiet(0.3)
@@ -447,21 +463,15 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     counted in audio, and speech before then keeps the turn open."""
     turn = TurnConfig(patience_ms=600, check_ahead=False)
     model = FakeTurnModel([0.3])
-    r = rig(rigs, ["What time is it?"], model, turn)
-    r.quiet(0.3)
-    r.say(1.0)
-    r.quiet(0.2)  # the pause
-    await settle(r)
+    r = await paused(rig(rigs, ["What time is it?"], model, turn))
     r.quiet(0.22)  # 420 ms of silence
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert not r.listener.finals
+    await no_final_yet(r)
     r.quiet(0.04)  # 460 ms
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert r.listener.finals[0].reason == "complete"
     # What the end of turn waited for travels with the final (the benchmarks split it).
     marks = r.listener.finals[0].marks
-    assert set(marks) == set(HEARING_MARKS)
+    assert set(marks) == set(HEARING_MARKS) - {"turn_again"}  # (asked once: recheck_ms 0)
     assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
     # The early decode ran (80 ms into the silence) before the pause; its text was reused.
     assert marks["decode_start"] <= marks["ahead_done"] <= marks["pause_text"]
@@ -480,6 +490,31 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     again.quiet(0.3)
     await asyncio.wait_for(again.listener.final.wait(), 3)
     assert again.listener.finals[0].text == "What time is it?"
+
+
+async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_sooner(
+    rigs: list[Rig],
+) -> None:
+    """`[turn] recheck_ms`: p = 0.3 at the pause asks for 200 + 0.4 * 1000 = 600 ms of
+    silence; asked again at 300 ms on the window with that silence, p = 0.9 ends the turn
+    there. A second answer no surer leaves the first verdict."""
+    turn = TurnConfig(check_ahead=False, recheck_ms=100)
+    model = FakeTurnModel([0.3, 0.9])
+    r = await paused(rig(rigs, ["What time is it?"], model, turn))
+    r.quiet(0.1)  # 300 ms: asked again
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert model.calls == 2 and model.sizes[1] == model.sizes[0] + int(0.1 * SR)
+    marks = r.listener.finals[0].marks
+    assert marks["pause"] <= marks["turn_model"] <= marks["turn_again"]
+
+    same = FakeTurnModel([0.3, 0.2])
+    slow = await paused(rig(rigs, ["What time is it?"], same, turn))
+    slow.quiet(0.36)  # 560 ms
+    await until(lambda: same.answered == 2)
+    await no_final_yet(slow)
+    slow.quiet(0.06)  # 620 ms
+    await asyncio.wait_for(slow.listener.final.wait(), 3)
+    assert slow.listener.finals[0].reason == "complete"
 
 
 async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engines.asr.ahead import DecodeAhead
-from engines.asr.base import AsrStream, StreamingASR
+from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
-from engines.turn.policy import complete_after_ms
+from engines.turn.policy import complete_after_ms, recheck_at_ms
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -44,6 +44,7 @@ class PauseCheck:
     probability: float | None  # the turn model's, None without one
     complete: bool  # the verdict at the pause itself
     complete_after_ms: float | None = None  # the silence that ends the turn (None: the limit)
+    recheck_probability: float | None = None  # the turn model's, asked again (`recheck_ms`)
 
 
 @dataclass
@@ -78,6 +79,7 @@ class _Listener:
         self._pause_ms = vad.pause_ms
         self._early: float | None = None  # the turn model's probability asked ahead
         self._due: tuple[int, float] | None = None  # (pause id, silence in ms that ends it)
+        self._recheck: float | None = None  # the silence (ms) to ask the turn model again at
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
@@ -86,6 +88,8 @@ class _Listener:
             self._handle(event, frame)
         elif self._due is not None and self._paused:
             pause_id, after = self._due
+            if self._recheck is not None and self._endpointer.trailing_silence_ms >= self._recheck:
+                after = self._asked_again(pause_id, after)
             if self._endpointer.trailing_silence_ms >= after:
                 self._due = None
                 ended = self._endpointer.verdict(pause_id, True)
@@ -119,7 +123,7 @@ class _Listener:
         if isinstance(event, events.SpeechStarted):
             self.close()
             self._stream, self._paused, self._early = self._asr.open(), False, None
-            self._due = None
+            self._due, self._recheck = None, None
             self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
@@ -128,7 +132,7 @@ class _Listener:
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
         elif isinstance(event, events.SpeechResumed):
-            self._paused, self._early, self._due = False, None, None
+            self._paused, self._early, self._due, self._recheck = False, None, None, None
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
             self._feed(frame, partial=False)
@@ -168,9 +172,28 @@ class _Listener:
         ))
         if after is not None and not complete:
             self._due = (event.pause_id, after)
+            assert probability is not None
+            self._recheck = recheck_at_ms(probability, after, self._turn, self._pause_ms)
         ended = self._endpointer.verdict(event.pause_id, complete)
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
+
+
+    def _asked_again(self, pause_id: int, after: float) -> float:
+        """The recheck: the turn model on the window with the silence so far; the sooner of
+        the two verdicts."""
+        assert self._model is not None
+        self._recheck = None
+        check = self.utterances[-1].pauses[-1]
+        check.recheck_probability = self._model.complete_probability(
+            self._endpointer.turn_audio())
+        again = complete_after_ms(check.recheck_probability,
+                                  PauseText(check.text, check.end_probability), self._turn,
+                                  self._pause_ms)
+        if again is not None and again < after:
+            after = check.complete_after_ms = again
+            self._due = (pause_id, after)
+        return after
 
 
 def listen(

@@ -26,6 +26,10 @@ class TurnConfig:
     patience_ms: int = 1000
     sentence_end_span: float = 0.25
     check_ahead: bool = True  # ask the model with the early pause decode ([vad] decode_ahead_ms)
+    # When Smart Turn was the unsure part of a pause's verdict (at or below `threshold`), ask
+    # it once more after this much more silence, on the window with that silence, and keep
+    # the sooner of the two verdicts (policy.py, `recheck_at_ms`); 0 = never
+    recheck_ms: int = 0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
 
@@ -36,6 +40,8 @@ class TurnConfig:
             raise InvalidTurnConfigError("threshold in (0, 1), sentence_end_threshold in [0, 1)")
         if not 0 <= self.patience_ms <= 10_000:
             raise InvalidTurnConfigError("patience_ms must be within 0..10000")
+        if not 0 <= self.recheck_ms <= 10_000:
+            raise InvalidTurnConfigError("recheck_ms must be within 0..10000")
         if not 0.0 < self.sentence_end_span <= 1.0:
             raise InvalidTurnConfigError("sentence_end_span must be within (0, 1]")
         if not 100 <= self.max_silence_ms <= 10_000:

@@ -107,3 +107,19 @@ def is_complete(
     """The verdict after `silence_ms` of silence (default: at the pause itself)."""
     after = complete_after_ms(probability, pause, config, pause_ms)
     return after is not None and (pause_ms if silence_ms is None else silence_ms) >= after
+
+
+def recheck_at_ms(
+    probability: float, after_ms: float | None, config: TurnConfig, pause_ms: int
+) -> float | None:
+    """The silence (ms) at which to ask the turn model again, or None.
+
+    Only where its probability was the unsure part of a verdict that waits longer than the
+    recheck (`config.recheck_ms` after the pause): the text and the ASR's sentence-end
+    probability do not change with more silence, Smart Turn's can (on piper's voice, offline:
+    0.37 -> 0.70 and 0.35 -> 0.87 from 200 to 300 ms of silence after two complete
+    questions, bench/RESULTS.md section turn)."""
+    if not config.recheck_ms or after_ms is None or probability > config.threshold:
+        return None
+    at = float(pause_ms + config.recheck_ms)
+    return at if after_ms > at else None

@@ -17,7 +17,7 @@ import pytest
 from engines.asr.base import PauseText
 from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
-from engines.turn.policy import complete_after_ms, is_complete, reads_finished
+from engines.turn.policy import complete_after_ms, is_complete, reads_finished, recheck_at_ms
 from engines.turn.smart_turn import SmartTurnModel
 from testkit.pauses import COMPLETE_QUESTIONS
 from testkit.speech import Engine, synth, voiced_bounds
@@ -171,10 +171,25 @@ def test_the_confidence_needed_falls_with_the_silence() -> None:
     assert complete_after_ms(0.9, unsure, TurnConfig(patience_ms=0), 200) is None
 
 
+def test_the_turn_model_is_asked_again_only_where_more_silence_can_change_the_verdict() -> None:
+    config = TurnConfig(patience_ms=1000, recheck_ms=100)
+    sure = PauseText("What time is it?", 0.95)
+    unsure_turn = complete_after_ms(0.3, sure, config, 200)  # 200 + 0.4 * 1000
+    assert unsure_turn == pytest.approx(600)
+    assert recheck_at_ms(0.3, unsure_turn, config, 200) == 300
+    assert recheck_at_ms(0.3, unsure_turn, TurnConfig(recheck_ms=0), 200) is None  # off
+    # Smart Turn sure, Whisper's final mark unsure: more silence will not change the text
+    unsure_text = complete_after_ms(0.9, PauseText("What time is it?", 0.7), config, 200)
+    assert recheck_at_ms(0.9, unsure_text, config, 200) is None
+    assert recheck_at_ms(0.3, None, config, 200) is None  # not finished text: the long limit
+    assert recheck_at_ms(0.48, 240.0, config, 200) is None  # ends before it would be asked
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [{"model": "smart-turn-v9"}, {"threshold": 1.0}, {"max_silence_ms": 50}, {"threads": 0},
-     {"sentence_end_threshold": 1.0}, {"patience_ms": -1}, {"sentence_end_span": 0.0}],
+     {"sentence_end_threshold": 1.0}, {"patience_ms": -1}, {"sentence_end_span": 0.0},
+     {"recheck_ms": -1}],
 )
 def test_config_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidTurnConfigError):
