@@ -109,16 +109,16 @@ class _Pause:
 
 
 _Op = tuple[str, int, object]
+_FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
 @dataclass(frozen=True)
 class _Ahead:
-    """An early decode's request: the silence run it belongs to and the missing silence."""
+    """An early decode's request: the speech it follows (`Hearing._speech_frames` then) and
+    the missing silence."""
 
     run: int
     rest: np.ndarray
-
-_FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
 class Hearing:

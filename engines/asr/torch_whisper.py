@@ -313,9 +313,9 @@ class TorchWhisperRunner(WhisperRunner):
         self._suppress_first = self._bias([*settings.get("suppress_ids", []),
                                            *settings.get("suppress_ids_begin", [])])
         self._slots = threading.BoundedSemaphore(config.num_workers)
-        self._graph_sets: queue.SimpleQueue[WhisperGraphs] | None = None
-        if static if static is not None else (config.cuda_graphs and device.type == "cuda"):
-            self._graph_sets = self._make_graph_sets(config)
+        if static is None:  # (the model itself: "auto" may have fallen back to the CPU)
+            static = config.cuda_graphs and self.model.device.type == "cuda"
+        self._graph_sets = self._make_graph_sets(config) if static else None
 
     def decode(
         self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
