@@ -44,8 +44,12 @@ set r1: `python bench/gpu_stage.py build --extra redis`), 16 and 32 sessions ove
       --llm-model /tmp/rtc/qwen2.5-1.5b-random --forced-answers bench/gpu_answers.json \\
       --asr-model base --workers 4 --sessions 16 --client-processes 4 --together \\
       --questions 3 --offers 0 --redis-server /tmp/rtc/redis/bin/redis-server \\
-      --machine "H200, 16 cores" --json $OUT/sessions16.json
+      --machine "H200, 16 cores" --json $OUT/sessions16.json --log-dir $OUT/logs16
     (the same with --sessions 32 --client-processes 8 --json $OUT/sessions32.json)
+
+`--log-dir` keeps the cluster's logs (each worker's, the gateway's, redis's) where the run's
+results go (default: a new temporary directory, named in the output); `--worker-log-level
+INFO` makes the workers say what each session heard and did (WARNING by default).
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ def worker_toml(args: argparse.Namespace, llm: Table) -> str:
     capacity = math.ceil(args.sessions / args.workers) + 2
     _, asr = profile_keys(args)
     sections: dict[str, Table] = {
-        "server": {"mode": args.mode, "max_sessions": capacity, "log_level": "WARNING"},
+        "server": {"mode": args.mode, "max_sessions": capacity,
+                   "log_level": args.worker_log_level},
         "ice": {"loopback_only": True},
         "media": {"width": args.width, "height": args.height, "fps": args.fps},
         "agent": {"greeting": ""},
@@ -240,7 +245,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.client_processes <= 1:
         for question in QUESTIONS:  # the voice loads once, before any peer's media is running
             speech_of(question)
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="bench-cluster-"))
     worker_cpus: list[frozenset[int]] = []
     if args.pin_workers:  # each worker on its own cores; this process and its children the rest
         worker_cpus, rest = share_cores(sorted(os.sched_getaffinity(0)), args.workers)
@@ -364,10 +369,16 @@ def main() -> int:
     parser.add_argument("--height", type=int, default=512)
     parser.add_argument("--fps", type=int, default=25)
     parser.add_argument("--timeout", type=float, default=90.0, help="per answer, s")
-    parser.add_argument("--machine", default="2-core CPU")
+    parser.add_argument("--machine", default=f"{os.cpu_count()}-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
+    parser.add_argument("--log-dir", help="keep the cluster's logs here (default: a temp dir)")
+    parser.add_argument("--worker-log-level", default="WARNING",
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="[server] log_level of the workers and the gateway")
     parser.add_argument("--client-part", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.log_dir:
+        Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     setup_logging("INFO")
     if args.client_part:  # a client process (bench/cluster_clients.py): stdin/stdout protocol
         return asyncio.run(client_part())

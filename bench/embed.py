@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import platform
 import sys
 import tempfile
@@ -293,7 +294,7 @@ def main() -> int:
     parser.add_argument("--parts", default="ready,v2v,typed")
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("--connections", type=int, default=10)
-    parser.add_argument("--machine", default="2-core CPU")
+    parser.add_argument("--machine", default=f"{os.cpu_count()}-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8766)
     args = parser.parse_args()

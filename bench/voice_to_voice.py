@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import platform
 import sys
 import time
@@ -300,7 +301,7 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--set", choices=("complete", "paused"), default="complete",
                         help="complete questions, or questions with a mid-sentence pause")
-    parser.add_argument("--machine", default="2-core CPU")
+    parser.add_argument("--machine", default=f"{os.cpu_count()}-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
