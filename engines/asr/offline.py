@@ -178,7 +178,6 @@ class _Listener:
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
 
-
     def _asked_again(self, pause_id: int, after: float) -> float:
         """The recheck: the turn model on the window with the silence so far; the sooner of
         the two verdicts."""

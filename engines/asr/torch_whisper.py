@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import queue
 import re
 import threading
@@ -365,8 +364,7 @@ class TorchWhisperRunner(WhisperRunner):
         from engines.asr.whisper_graphs import WhisperGraphs
 
         capture = self.model.device.type == "cuda"
-        pad = math.ceil(config.context_pad_s)
-        frames = [s * 100 for s in range(max(pad, 1), 31)]  # whole-second windows (_window)
+        frames = self._window_frames()
         sets: queue.SimpleQueue[WhisperGraphs] = queue.SimpleQueue()
         what = (f"whisper CUDA graphs ({config.num_workers} x {len(frames)} windows)" if capture
                 else "whisper static buffers (no capture on the CPU)")

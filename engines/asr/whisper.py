@@ -151,6 +151,12 @@ class WhisperRunner(ABC):
         mel = self._features(padded)[:, : window_s * SAMPLE_RATE // _HOP]
         return np.ascontiguousarray(mel), duration
 
+    def _window_frames(self) -> list[int]:
+        """The mel frame counts `_window` can give: every whole-second window from the
+        padding alone to Whisper's 30 s."""
+        first = max(math.ceil(self.config.context_pad_s), 1)
+        return [s * SAMPLE_RATE // _HOP for s in range(first, _MAX_WINDOW_S + 1)]
+
     @staticmethod
     def _max_length(duration: float, prompt: list[int]) -> int:
         """CTranslate2's `max_length` (prompt included) for `duration` s of audio."""

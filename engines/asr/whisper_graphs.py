@@ -31,7 +31,6 @@ on the same buffers, so all but the capture is exercised without a GPU.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,8 +39,6 @@ import torch
 from engines.asr.torch_whisper import DecodeState, Generation, TorchWhisper
 from engines.asr.whisper import MAX_TEXT_POSITIONS
 
-logger = logging.getLogger(__name__)
-
 BLOCK = 4  # steps replayed before the host reads their tokens (an answer is ~10-30 tokens)
 
 
@@ -49,7 +46,7 @@ class WhisperGraphs:
     """One decode at a time on static buffers (see the module docstring)."""
 
     def __init__(self, model: TorchWhisper, suppress: torch.Tensor, suppress_first: torch.Tensor,
-                 no_speech: int, *, capture: bool, pool: Any = None) -> None:
+                 no_speech: int, *, capture: bool) -> None:
         dev = model.device
         self.model, self.capture = model, capture
         self._suppress, self._suppress_first, self._no_speech_id = (suppress, suppress_first,
@@ -82,7 +79,7 @@ class WhisperGraphs:
         self._graphs: dict[object, Any] = {}  # "step", mel frames or prompt key -> graph
         # One pool for the set's graphs: their outputs live in the buffers above and a set's
         # replays never overlap, so their scratch memory may be shared.
-        self._pool = pool if pool is not None or not capture else torch.cuda.graph_pool_handle()
+        self._pool = torch.cuda.graph_pool_handle() if capture else None
 
     # --- set-up ------------------------------------------------------------------------------
 

@@ -182,7 +182,9 @@ def test_the_graphs_decode_as_the_eager_search_does(
     clips = [clip(s) for s in SENTENCES[:4]]
     clips.insert(2, np.concatenate([clip(s) for s in SENTENCES[4:8]]))
     clips.append(np.zeros(2 * SR, np.int16))
+    windows = static_runner._window_frames()  # noqa: SLF001 - what the graphs are captured for
     for audio in clips:
+        assert static_runner._window(audio)[0].shape[1] in windows  # noqa: SLF001
         eager, static = torch_runner.decode(audio), static_runner.decode(audio)
         assert static.text == eager.text
         assert static.avg_logprob == pytest.approx(eager.avg_logprob, abs=1e-3)
