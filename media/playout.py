@@ -48,22 +48,27 @@ class AudioTimeline:
             self._segments.append(_Segment(start, pcm, tag, on_start, on_end))
 
     def read(self, start: int, count: int) -> np.ndarray | None:
-        """Samples [start, start+count); None when nothing scheduled overlaps (silence)."""
+        """Samples [start, start+count); None when nothing scheduled overlaps (silence).
+
+        Reads need not be contiguous: a track woken too late skips ahead to the present
+        (tracks.MAX_LAG_S). A segment that ended inside the skipped stretch still reports its
+        start and end (now): its owner waits for them, and without them a turn whose last
+        chunk fell in a stall of the event loop waited forever (32 sessions on the H200
+        box: 37 of 96 answers never finished, bench/RESULTS.md section gpu)."""
         end = start + count
         out: np.ndarray | None = None
         for seg in self._segments:
             lo, hi = max(seg.start, start), min(seg.end, end)
-            if lo >= hi:
-                continue
-            if out is None:
-                out = np.zeros(count, dtype=np.int16)
-            out[lo - start : hi - start] = seg.pcm[lo - seg.start : hi - seg.start]
-            if seg.tag is not None:
-                self._played[seg.tag] = self._played.get(seg.tag, 0) + (hi - lo)
-            if seg.on_start is not None:  # the first of its samples to leave
-                callback, seg.on_start = seg.on_start, None
+            if lo < hi:
+                if out is None:
+                    out = np.zeros(count, dtype=np.int16)
+                out[lo - start : hi - start] = seg.pcm[lo - seg.start : hi - seg.start]
+                if seg.tag is not None:
+                    self._played[seg.tag] = self._played.get(seg.tag, 0) + (hi - lo)
+            if seg.on_start is not None and seg.start < end:  # the first of its samples left
+                callback, seg.on_start = seg.on_start, None  # (or its time passed unread)
                 callback()
-            if seg.on_end is not None and hi == seg.end:
+            if seg.on_end is not None and seg.end <= end:
                 callback, seg.on_end = seg.on_end, None
                 callback()
         self._segments = [s for s in self._segments if s.end > end]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import av
 import numpy as np
 import pytest
@@ -166,6 +168,36 @@ async def test_track_after_a_stall_jumps_to_now_instead_of_bursting() -> None:
     assert (pts(nxt) - pts(first)) / OUT_RATE == pytest.approx(2.0, abs=0.021)
 
 
+async def test_audio_that_ends_inside_a_stall_still_reports_its_start_and_end() -> None:
+    """Regression (32 sessions on the H200 box): the track skips ahead after a stall of the
+    event loop; a chunk whose last samples fell in the skipped stretch never reported its
+    end, and its turn waited for it forever. Each report comes once, start before end."""
+    timer, playout = make_playout()
+    playout.clock.start()
+    audio = ClockedAudioTrack(playout)
+    calls: list[str] = []
+
+    def report(what: str) -> Callable[[float], None]:
+        return lambda t: calls.append(what)
+
+    for tag, at in (("ends-in-stall", 0.04), ("inside-stall", 0.3)):
+        playout.schedule_audio(np.full(OUT_RATE // 10, 1000, np.int16), OUT_RATE, at=at,
+                               tag=tag, on_start=report(f"{tag} start"),
+                               on_end=report(f"{tag} end"))
+    for _ in range(4):  # 80 ms: the first chunk has begun
+        await audio.recv()
+        timer.advance(OUT_FRAME_SAMPLES / OUT_RATE)
+    assert calls == ["ends-in-stall start"]
+    timer.advance(1.0)  # the loop stalls past both chunks' ends
+    await audio.recv()
+    assert calls == ["ends-in-stall start", "ends-in-stall end", "inside-stall start",
+                     "inside-stall end"]
+    assert playout.played_s("ends-in-stall") == pytest.approx(0.04)  # what was really sent
+    assert playout.played_s("inside-stall") == 0.0
+    await audio.recv()
+    assert len(calls) == 4
+
+
 async def test_stopped_track_raises_media_stream_error() -> None:
     from aiortc.mediastreams import MediaStreamError
 
@@ -218,10 +250,11 @@ async def test_video_track_renders_scheduled_pose_then_idle_and_clear_closes_at_
     assert end == pytest.approx(11 / FPS)
     with ThreadPoolExecutor(1) as pool:
         video = ClockedVideoTrack(playout, Idle(), executor=pool)
+        # frames leave as yuv420p: a gray level comes back within a step or two of rounding
         values = [int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) for _ in range(6)]
-        assert values == [0, 77, 77, 77, 77, 77]
+        assert values[0] <= 2 and all(abs(v - 77) <= 2 for v in values[1:]), values
         playout.clear_after()  # barge-in: the very next frame is idle
-        assert int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) == 0
+        assert int((await video.recv()).to_ndarray(format="rgb24")[0, 0, 0]) <= 2
     with pytest.raises(InvalidMediaError):
         playout.schedule_pose(np.zeros((3, 68, 3)), at=0.0)
 
