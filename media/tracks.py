@@ -7,7 +7,9 @@ the same instant on both tracks. With nothing scheduled they send silence / idle
 
 Video frames come from the playout (explicit frames first, else the scheduled landmark
 offsets) drawn by a `FrameSource` just in time, optionally on a dedicated executor so
-rendering never runs on the event loop.
+rendering never runs on the event loop. They leave as yuv420p, the encoders' format:
+OpenCV's conversion is ~10x cheaper than the per-frame swscale one an RGB frame gets inside
+the encoder (0.09 against 0.86 ms at 512x512 on the dev VM, the same BT.601 limited range).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 import av
+import cv2
 import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
@@ -33,6 +36,11 @@ VIDEO_TIME_BASE = fractions.Fraction(1, VIDEO_CLOCK_RATE)
 # A track that wakes this late (a stalled event loop) jumps to "now" instead of bursting out
 # every missed frame at once, which the receiver's jitter buffer would drop anyway.
 MAX_LAG_S = 0.2
+
+
+def i420(image: np.ndarray) -> np.ndarray:
+    """RGB uint8 (H, W, 3), H and W even -> the I420 planes as one (H * 3 / 2, W) array."""
+    return cv2.cvtColor(image, cv2.COLOR_RGB2YUV_I420)
 
 
 def _next_index(clock: MediaClock, period: float, current: int | None) -> int:
@@ -109,16 +117,21 @@ class ClockedVideoTrack(MediaStreamTrack):
             raise MediaStreamError
         self._index = index + 1
         image = self._playout.video.read(index)
-        if image is None:
+        if image is not None:
+            planes = i420(image)
+        else:
             pose = self._playout.pose.read(index)
             if self._executor is None:
-                image = self._source.frame(index, pose)
+                planes = self._draw(index, pose)
             else:
                 loop = asyncio.get_running_loop()
-                image = await loop.run_in_executor(self._executor, self._source.frame, index, pose)
-        frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+                planes = await loop.run_in_executor(self._executor, self._draw, index, pose)
+        frame = av.VideoFrame.from_ndarray(planes, format="yuv420p")
         frame.pts = round(index * VIDEO_CLOCK_RATE / fps)
         frame.time_base = VIDEO_TIME_BASE
         if self._on_frame is not None:
             self._on_frame()
         return frame
+
+    def _draw(self, index: int, pose: np.ndarray | None) -> np.ndarray:
+        return i420(self._source.frame(index, pose))

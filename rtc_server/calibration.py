@@ -199,7 +199,7 @@ def calibrate(
     portrait = config.media.portrait
 
     def video_key() -> dict[str, Any]:
-        return {"size": (config.media.width, config.media.height),
+        return {"size": (config.media.width, config.media.height), "frames": "i420",
                 "portrait": _file(Path(portrait)) if portrait else "",
                 "libs": _libraries("av", "cv2", "aiortc")}
 
@@ -393,6 +393,7 @@ def _measure_video(config: Config) -> tuple[dict[str, Any], None]:
     from engines.portrait import detect_portrait_landmarks, load_portrait
     from media.avatar import AvatarRenderer
     from media.idle import default_portrait
+    from media.tracks import i420
 
     media = config.media
     image = load_portrait(media.portrait) if media.portrait else default_portrait()
@@ -408,7 +409,7 @@ def _measure_video(config: Config) -> tuple[dict[str, Any], None]:
         start = time.perf_counter()
         rgb = avatar.frame(i, offsets)
         rendered = time.perf_counter()
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        frame = av.VideoFrame.from_ndarray(i420(rgb), format="yuv420p")  # as the track sends it
         frame.pts, frame.time_base = i * 3600, fractions.Fraction(1, 90000)
         encoder.encode(frame, force_keyframe=i == 0)
         if i:  # the first frame pays the set-up and a key frame
