@@ -261,6 +261,8 @@ def main() -> None:
                         help="vad.decode_ahead_ms (0 = the pause decode at the pause)")
     parser.add_argument("--patience-ms", type=int, default=TurnConfig.patience_ms,
                         help="turn.patience_ms (0 = the old cliff at the thresholds)")
+    parser.add_argument("--sentence-end-span", type=float, default=TurnConfig.sentence_end_span,
+                        help="turn.sentence_end_span")
     parser.add_argument("--recheck-ms", type=int, default=TurnConfig.recheck_ms,
                         help="turn.recheck_ms (0 = the turn model asked once per pause)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
@@ -270,7 +272,7 @@ def main() -> None:
     asr = create_asr(AsrConfig(model=args.model))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
-                      recheck_ms=args.recheck_ms)
+                      recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span)
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
@@ -281,7 +283,8 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
           f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
           f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "
-          f"ms, asked again {args.recheck_ms} ms after the pause), pause {args.pause_ms} ms "
+          f"ms over a sentence-end span of {args.sentence_end_span}, asked again "
+          f"{args.recheck_ms} ms after the pause), pause {args.pause_ms} ms "
           f"(decoded from {args.decode_ahead_ms} ms), "
           f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")

@@ -62,7 +62,7 @@ from engines.asr.config import AsrConfig
 from engines.asr.ct2_weights import read_ct2_model
 from engines.asr.errors import AsrModelLoadError, InvalidAsrConfigError
 from engines.asr.model_files import resolve_whisper_model
-from engines.asr.whisper import Decoded, WhisperRunner, token_probability
+from engines.asr.whisper import Decoded, WhisperRunner
 from engines.progress import load_step
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ class TorchWhisperRunner(WhisperRunner):
                                         self._suppress, self._suppress_first)
             text = self._text(result.ids)
             k = self._end_token(result.ids, result.logits.shape[0], text)
-            end = 0.0 if k is None else token_probability(
+            end = 0.0 if k is None else self._end_mass(
                 result.logits[k].cpu().numpy(), result.ids[k])
         return Decoded(
             text=text,

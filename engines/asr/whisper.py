@@ -61,7 +61,7 @@ class Decoded:
     language: str
     no_speech_prob: float
     avg_logprob: float
-    end_probability: float  # of the final . ? ! token (0.0 when the text does not end so)
+    end_probability: float  # of a final . ? ! there (0.0 when the text does not end so)
     seconds: float  # wall time of the decode
 
 
@@ -71,11 +71,30 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def token_probability(logits: np.ndarray, token: int) -> float:
-    """Softmax probability of `token` under one step's logits (float64: no fp16 overflow)."""
+def tokens_probability(logits: np.ndarray, tokens: np.ndarray) -> float:
+    """Softmax probability of any of `tokens` (distinct ids) under one step's logits (float64:
+    no fp16 overflow)."""
     scores = np.asarray(logits, dtype=np.float64).reshape(-1)
     scores = np.exp(scores - scores.max())
-    return float(scores[token] / scores.sum())
+    return float(scores[tokens].sum() / scores.sum())
+
+
+_END_MARKS = frozenset(".?!")
+_CLOSERS = frozenset("\"')")
+
+
+def sentence_end_tokens(vocab: dict[str, int], below: int) -> np.ndarray:
+    """Ids (< `below`) of the byte-level BPE tokens that are only a sentence's final mark:
+    optional space, then . ? ! (no run of dots: "..." trails off), then optional closing
+    quotes ("?", " ?", "?!", "?\"", "!"). Whisper spreads its belief that a sentence ends
+    over these ("Who wrote Romeo and Juliet" ends "?" 0.60 and "." 0.25 on one voice)."""
+    ids = []
+    for token, k in vocab.items():
+        text = token.replace("\u0120", " ").strip()  # "Ġ": the byte-level BPE's space
+        marks = text.rstrip("".join(_CLOSERS))
+        if (k < below and marks and set(marks) <= _END_MARKS and ".." not in marks):
+            ids.append(k)
+    return np.asarray(sorted(ids), dtype=np.int64)
 
 
 class WhisperRunner(ABC):
@@ -105,6 +124,7 @@ class WhisperRunner(ABC):
         self._features = features
         text = Tokenizer(hf_tokenizer, multilingual, task="transcribe", language="en")
         self._eot, self._decode_tokens = text.eot, text.decode
+        self._end_ids = sentence_end_tokens(hf_tokenizer.get_vocab(), self._eot)
         self._sot, self._no_speech = text.sot, text.no_speech
         self._prompt_texts = {config.prompt.strip()} if config.prompt else set()
         self._prompt_texts.update(DEFAULT_PROMPTS.values())
@@ -168,10 +188,11 @@ class WhisperRunner(ABC):
     def _end_token(self, ids: list[int], steps: int, text: str) -> int | None:
         """The step whose token ends `text` with . ? or ! (None if it does not end so).
 
-        Its probability is Whisper's own belief that a sentence ends where the audio stops:
-        median 0.90-0.95 after complete questions, mostly below 0.7 where it wrote a period
-        after words cut off in mid-sentence ("I need it." for "I need to ...")
-        (engines/turn/policy.py). `steps`: how many steps' logits there are.
+        The probability of a final mark at that step (`_end_mass`) is Whisper's own belief
+        that a sentence ends where the audio stops: median 0.90-0.95 after complete
+        questions, mostly below 0.7 where it wrote a period after words cut off in
+        mid-sentence ("I need it." for "I need to ...") (engines/turn/policy.py). `steps`:
+        how many steps' logits there are.
         """
         if not text.endswith(SENTENCE_END):
             return None
@@ -182,6 +203,15 @@ class WhisperRunner(ABC):
             if self._decode_tokens(ids[: k + 1]).strip() == text:
                 return k
         return None
+
+    def _end_mass(self, logits: np.ndarray, chosen: int) -> float:
+        """Whisper's probability that the sentence ends at the step that wrote `chosen` (the
+        final mark): that of any final mark there, not only the one it wrote ("?" or "."
+        are the same evidence; engines/turn/policy.py)."""
+        ids = self._end_ids
+        if chosen not in ids:
+            ids = np.append(ids, chosen)
+        return tokens_probability(logits, ids)
 
     def accept(self, decoded: Decoded) -> str:
         """Drop text the model itself scores as no speech, or that loops.
@@ -261,9 +291,8 @@ class WhisperModelRunner(WhisperRunner):
         )
 
     def _end_probability(self, ids: list[int], logits: list[Any], text: str) -> float:
-        """Probability Whisper gave the token that ends `text` with . ? or ! (else 0)."""
         k = self._end_token(ids, len(logits), text)
-        return 0.0 if k is None else token_probability(np.asarray(logits[k]), ids[k])
+        return 0.0 if k is None else self._end_mass(np.asarray(logits[k]), ids[k])
 
 
 def load_runner(config: AsrConfig) -> WhisperRunner:

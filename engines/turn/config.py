@@ -24,7 +24,7 @@ class TurnConfig:
     # `sentence_end_span` below its threshold (or Smart Turn at 0) asks for this much more
     # silence, less short proportionally less; 0 = it never does (max_silence_ms ends it)
     patience_ms: int = 1000
-    sentence_end_span: float = 0.25
+    sentence_end_span: float = 0.15
     check_ahead: bool = True  # ask the model with the early pause decode ([vad] decode_ahead_ms)
     # When Smart Turn was the unsure part of a pause's verdict (at or below `threshold`), ask
     # it once more after this much more silence, on the window with that silence, and keep

@@ -12,14 +12,20 @@ Turn above `threshold`, the final mark's probability at least `sentence_end_thre
 Short of them, the silence makes up for the confidence: a final mark `sentence_end_span` below
 the threshold (or Smart Turn at 0) asks for `patience_ms` more silence, less short of it
 proportionally less, so a finished-looking sentence ends by `pause_ms + patience_ms` whatever
-the numbers. Why: with a fixed 0.85 on the final mark a confidence that one machine, voice or
-noise puts at 0.84 instead of 0.86 cost 1.3 s (the turn waited for `max_silence_ms`): 15 of
+the numbers. The ASR's probability is that of any final mark at that step ("?" 0.60 and "."
+0.25 is 0.85: the same evidence that a sentence ends; engines/asr/whisper.py): with it and a
+span of 0.15 instead of 0.25 (the single mark's), offline 9/80 false cut-offs against 8/80 and
+Whisper-unsure complete questions ending sooner (espeak in noise p50 790 -> 465 ms, piper p95
+792 -> 687; bench/RESULTS.md, section turn).
+
+Why graded: with a fixed 0.85 on the final mark a confidence that one machine, voice or noise
+puts at 0.84 instead of 0.86 cost 1.3 s (the turn waited for `max_silence_ms`): 15 of
 24 turns on a 2-core AVX2 VM, 39 of 80 offline here. Graded, 0.84 costs 40 ms. Why not
 softer: Whisper also writes confident-looking full stops after cut-off prefixes ("I need
 it.", 0.28-0.91, median 0.6, against a median of 0.9 after complete questions); a slope over
-the whole range (0.85 to 0) cut 22 of 80 mid-sentence pauses of 0.5-0.9 s, this span 6/80,
-with 3/80 complete questions left at the limit instead of 39 (bench/RESULTS.md, section
-turn).
+the whole range (0.85 to 0) cut 22 of 80 mid-sentence pauses of 0.5-0.9 s, a span of 0.25
+6/80 (on the written mark's probability), with 3/80 complete questions left at the limit
+instead of 39 (bench/RESULTS.md, section turn).
 
 Why the text check (bench/RESULTS.md, section turn; 20 questions with a 0.5-0.9 s pause in
 mid-sentence, two voices, clean and at 15 dB SNR): on this project's generated speech Smart

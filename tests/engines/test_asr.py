@@ -23,6 +23,7 @@ from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import InvalidAudioError, StreamClosedError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
 from engines.asr.text import normalize_words, trim_restart, word_error_rate
+from engines.asr.whisper import sentence_end_tokens, tokens_probability
 from testkit.speech import Engine, add_noise, synth
 
 SR = 16000
@@ -322,3 +323,22 @@ def test_restart_loops_are_trimmed(decoded: str, kept: str) -> None:
 )
 def test_hyphenated_compounds_match_their_closed_spelling(ref: str, hyp: str, wer: float) -> None:
     assert word_error_rate([ref], [hyp]) == pytest.approx(wer)
+
+
+def test_sentence_end_tokens_are_only_final_marks() -> None:
+    """The tokens whose probabilities add up to "a sentence ends here": a final mark with an
+    optional space before and closing quotes after; not an ellipsis, a comma, a word or a
+    special token."""
+    vocab = {"?": 30, "\u0120?": 5, ".": 13, "!": 0, "?!": 2, '?"': 1701, ".)": 7,
+             "...": 986, "..": 492, ",": 11, "\u0120the": 262, "\u0120them?": 3000,
+             "<|endoftext|>": 50256, "<|notimestamps|>": 50362}
+    assert sentence_end_tokens(vocab, below=50256).tolist() == [0, 2, 5, 7, 13, 30, 1701]
+
+
+def test_the_end_probability_counts_every_final_mark() -> None:
+    """Whisper's belief that the sentence ends is spread over the marks: "?" 0.5 and "."
+    0.3 say 0.8 together, whichever of them was written; the other tokens do not count."""
+    logits = np.log(np.asarray([0.5, 0.3, 0.15, 0.05]))
+    assert tokens_probability(logits, np.asarray([0, 1])) == pytest.approx(0.8)
+    assert tokens_probability(logits, np.asarray([2])) == pytest.approx(0.15)
+
