@@ -21,9 +21,14 @@ Prints p50/p95 tables (markdown) over the questions.
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms, --pause-ms. `--language zh` runs the Chinese conversation
-(`[conversation] language = "zh"`) on Mandarin questions spoken by a Kokoro voice
+--check-ahead, --runway-ms, --pause-ms, --recheck-ms. `--language zh` runs the Chinese
+conversation (`[conversation] language = "zh"`) on Mandarin questions spoken by a Kokoro voice
 (`testkit.sentences`).
+
+Other questions and voices (what no option was tuned on): `--questions-file
+bench/questions_heldout.txt` (one a line), `--voice kokoro:am_michael` (a testkit.speech
+engine and voice; the speech is cached under the engine cache's `test-speech/`, so a machine
+without that engine can be handed the cached files).
 
 ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_only).
 
@@ -46,7 +51,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import numpy as np
 
@@ -83,30 +88,51 @@ from testkit.pauses import (  # noqa: E402
 )
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
 from testkit.sentences import ZH_QUESTIONS  # noqa: E402
-from testkit.speech import synth, voiced_bounds  # noqa: E402
+from testkit.speech import Engine, synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
 LEAD_S = 0.6
 QUIET_RMS = 150.0
 Result = dict[str, Any]  # one question's raw record, as written to --json
+Voice = tuple[Engine, str | None]  # the asking voice: testkit.speech engine, its voice
 
 
-def question_audio(question: str | PausedSpeech) -> tuple[np.ndarray, float | None]:
+def parse_voice(text: str) -> Voice:
+    """"piper", "kokoro:am_michael", "espeak:en-us" -> (engine, voice or None)."""
+    engine, _, name = text.partition(":")
+    if engine not in get_args(Engine):
+        raise argparse.ArgumentTypeError(f"unknown engine {engine!r}; one of {get_args(Engine)}")
+    return cast(Engine, engine), name or None
+
+
+def read_questions(path: str) -> list[str]:
+    """One question a line; blank lines and lines starting with # are skipped."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    questions = [q.strip() for q in lines if q.strip() and not q.lstrip().startswith("#")]
+    if not questions:
+        raise SystemExit(f"{path}: no questions")
+    return questions
+
+
+def question_audio(
+    question: str | PausedSpeech, voice: Voice = ("piper", None)
+) -> tuple[np.ndarray, float | None]:
     """The microphone's PCM (lead silence first) and, for a paused question, when (s into the
-    PCM) the rest of it begins."""
+    PCM) the rest of it begins. `voice`: (testkit.speech engine, its voice) for English."""
     lead = np.zeros(int(16000 * LEAD_S), np.int16)
     if isinstance(question, PausedSpeech):
         return np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
     zh = any("\u4e00" <= ch <= "\u9fff" for ch in question)
-    speech = synth(question, "kokoro", voice="zm_yunxi") if zh else synth(question, "piper")
+    engine, name = ("kokoro", "zm_yunxi") if zh else voice
+    speech = synth(question, engine, voice=name)
     first, last = voiced_bounds(speech)
     return np.concatenate([lead, speech[first:last]]), None
 
 
 async def one_question(
-    url: str, question: str | PausedSpeech, meter: MouthMeter
+    url: str, question: str | PausedSpeech, meter: MouthMeter, voice: Voice = ("piper", None)
 ) -> Result:
-    pcm, resume_s = question_audio(question)
+    pcm, resume_s = question_audio(question, voice)
     mic = PcmMicrophone(pcm, 16000)
     peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
     await peer.connect()
@@ -163,31 +189,35 @@ def longest_gap(times: np.ndarray, loud: np.ndarray, after: float) -> float:
 async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
     turn: Table, profile: Table, slow: SlowMachine | None, language: str = "en",
-    base: Path | None = None,
+    base: Path | None = None, asked: list[str] | None = None, voice: Voice = ("piper", None),
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
                         profile, base)
     config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config, slow):
-        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language)
+        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language, asked, voice)
 
 
-async def ask_all(n: int, url: str, paused: bool, language: str = "en") -> list[Result]:
+async def ask_all(
+    n: int, url: str, paused: bool, language: str = "en", asked: list[str] | None = None,
+    voice: Voice = ("piper", None),
+) -> list[Result]:
+    """`asked`: the questions (default: the language's set), repeated to make `n`."""
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
     results = []
     # one warm-up turn (first-call costs of every model), not counted
     await one_question(url, "你好，最近怎么样？" if language == "zh" else "Hello, how are you?",
-                       meter)
-    asked = ZH_QUESTIONS if language == "zh" else QUESTIONS
-    questions: list[str | PausedSpeech] = list((asked * 2)[:n])
+                       meter, voice)
+    asked = asked or list(ZH_QUESTIONS if language == "zh" else QUESTIONS)
+    questions: list[str | PausedSpeech] = list((asked * (n // len(asked) + 1))[:n])
     if paused:
         questions = [paused_question(*PAUSE_QUESTIONS[k % len(PAUSE_QUESTIONS)],
                                      0.5 + 0.1 * (k % 5)) for k in range(n)]
     for i, question in enumerate(questions):
         start = time.perf_counter()
-        result = await one_question(url, question, meter)
+        result = await one_question(url, question, meter, voice)
         results.append(result)
         logging.getLogger("bench").info(
             "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s", i + 1, n,
@@ -210,7 +240,10 @@ def _options(args: argparse.Namespace) -> str:
              "--slow-cores": args.slow_cores if "slow" in args.modes else None,
              "--language": args.language, "--pause-ms": args.pause_ms,
              "--config": args.config, "--llm-model": args.llm_model,
-             "--forced-answers": args.forced_answers, "--asr-model": args.asr_model}
+             "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
+             "--recheck-ms": args.recheck_ms,
+             "--voice": args.voice and ":".join(p for p in args.voice if p),
+             "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -321,6 +354,12 @@ def main() -> int:
     parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
     parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
+    parser.add_argument("--recheck-ms", type=int, help="turn.recheck_ms (0 = off)")
+    parser.add_argument("--voice", type=parse_voice, default=None,
+                        help="the asking voice, ENGINE[:VOICE] (default piper; e.g. "
+                        "kokoro:am_michael)")
+    parser.add_argument("--questions-file",
+                        help="the questions, one a line (default: testkit.pauses' complete set)")
     add_profile_options(parser, "llm.model (e.g. a Hugging Face directory)")
     add_options(parser)
     parser.add_argument("--language", choices=("en", "zh"), default=None,
@@ -348,6 +387,10 @@ def main() -> int:
         turn["check_ahead"] = args.check_ahead == "true"
     if args.patience_ms is not None:
         turn["patience_ms"] = args.patience_ms
+    if args.recheck_ms is not None:
+        turn["recheck_ms"] = args.recheck_ms
+    voice: Voice = args.voice or ("piper", None)
+    asked = read_questions(args.questions_file) if args.questions_file else None
     profile = {} if args.profile is None else {"mode": args.profile}
     vad_options = {"decode_ahead_ms": args.decode_ahead_ms, "pause_ms": args.pause_ms}
     vad = {key: value for key, value in vad_options.items() if value is not None}
@@ -361,7 +404,7 @@ def main() -> int:
             logging.getLogger("bench").info("%s", slow.label())
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
                                      llm, vad, asr, turn, profile, slow,
-                                     args.language or "en", args.config))
+                                     args.language or "en", args.config, asked, voice))
     return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 
