@@ -5,6 +5,9 @@
 to the awaiting coroutine with `loop.call_soon_threadsafe`: no queue polling, no second
 thread. Jobs run one at a time, in order (one model, one KV cache); a job still waiting for
 the thread is dropped when its consumer goes away, a running one stops at its next token.
+A job may yield `YIELD` between tokens: it is queued again behind the streams waiting, which
+go first (a turn's first words should not wait for every earlier answer to be whole; the job
+itself decides when, `others_waiting()`, and how to resume).
 
 The thread also owns whatever the model needs to live on one thread (a CUDA context, a
 llama.cpp context): every call into the model happens there. `background(work)` runs
@@ -16,14 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from common.cpu_priority import THINKING, lower_this_thread
 
 T = TypeVar("T")
-Job = Callable[[threading.Event], Iterable[str]]
+
+
+class Yield:
+    """A job's "the streams waiting may go first" (`YIELD`)."""
+
+
+YIELD: Final = Yield()
+Job = Callable[[threading.Event], Iterable[str | Yield]]
 _DONE = object()
 
 
@@ -52,6 +62,11 @@ class DecodeThread:
         self._pool.submit(run)
         return True
 
+    def others_waiting(self) -> bool:
+        """Another stream is queued (or resting after a `YIELD`) besides the caller's."""
+        with self._lock:
+            return self._streams > 1
+
     def call(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the decode thread and wait for it (loading, warm-up, token counts)."""
         return self._pool.submit(fn).result()
@@ -69,17 +84,27 @@ class DecodeThread:
             except RuntimeError:  # the loop closed under us: nobody is listening any more
                 cancel.set()
 
-        def run() -> None:
+        def run(resumed: Iterator[str | Yield] | None = None) -> None:
             outcome: object = _DONE
+            produced: Iterator[str | Yield] | None = resumed
             try:
-                for delta in job(cancel):
-                    if cancel.is_set():
+                if produced is None:
+                    produced = iter(job(cancel))
+                while not cancel.is_set():  # (checked before a resumed job prefills again)
+                    delta = next(produced, _DONE)
+                    if delta is _DONE:
                         break
+                    if isinstance(delta, Yield):
+                        self._pool.submit(run, produced)  # FIFO: the waiting ones go first
+                        return
+                    assert isinstance(delta, str)
                     hand_over(delta)
+                close = getattr(produced, "close", None)
+                if close is not None:
+                    close()  # here, on the thread that owns the model
             except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
                 outcome = exc
-            finally:
-                self._stream_done()  # before the consumer hears the end: the thread is free
+            self._stream_done()  # before the consumer hears the end: the thread is free
             hand_over(outcome)
 
         with self._lock:

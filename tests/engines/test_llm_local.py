@@ -103,3 +103,48 @@ async def test_forced_answers_are_said_word_for_word(llm: TransformersLLM) -> No
         assert llm.last_prefill_tokens < 20  # the written answer was in the cache
     finally:
         llm._forced = None
+
+
+async def test_streams_asking_together_take_turns_and_say_every_word(
+    llm: TransformersLLM,
+) -> None:
+    """Two answers asked together: the second's first words come before the first answer is
+    whole (the first gives the thread up after FIRST_SLICE_TOKENS), and each resumed answer
+    goes on exactly where it stopped (written answers: no word lost or said twice)."""
+    import threading
+
+    from engines.llm.forced import ForcedAnswer, ForcedAnswers
+    from engines.llm.local import FIRST_SLICE_TOKENS
+
+    long_a = ("Octopuses have three hearts, blue blood and nine brains, one in the middle and "
+              "one in each of their eight arms, which can taste what they touch.")
+    long_b = ("Honey never spoils: archaeologists have found pots of it in ancient Egyptian "
+              "tombs that were still perfectly good to eat after thousands of years.")
+    assert len(llm.tokenizer.encode(long_a)) > 2 * FIRST_SLICE_TOKENS
+    llm._forced = ForcedAnswers([ForcedAnswer("Tell me about octopuses.", long_a),
+                                 ForcedAnswer("Tell me about honey.", long_b)])
+    order: list[str] = []
+
+    async def ask(label: str, question: str) -> str:
+        said = []
+        async for delta in llm.stream([ChatMessage("user", question)], max_new_tokens=80):
+            said.append(delta)
+            order.append(label)
+        return "".join(said)
+
+    gate = threading.Event()
+    hold = asyncio.get_running_loop().run_in_executor(None, llm._thread.call, gate.wait)
+    try:
+        tasks = [asyncio.ensure_future(ask("a", "tell me about octopuses")),
+                 asyncio.ensure_future(ask("b", "tell me about honey"))]
+        await asyncio.sleep(0)  # both streams queued behind the held thread, a first
+        gate.set()
+        await hold
+        said_a, said_b = await asyncio.gather(*tasks)
+    finally:
+        gate.set()
+        llm._forced = None
+    assert said_a == long_a and said_b == long_b
+    last_a = len(order) - 1 - order[::-1].index("a")
+    assert order.index("b") < last_a, order  # b began before a was whole
+    assert order[0] == "a"
