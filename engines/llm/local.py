@@ -16,12 +16,15 @@ greedy argmax and the repetition penalty inside the graph, sampling right after 
 GPU. `cuda_graphs = false`, or a model the graph decoder cannot drive, decodes eagerly
 (logged). `forced_answers` (benchmarks only, `engines/llm/forced.py`): every step runs the
 model as usual but emits the next token of a written answer (timing-equivalent decoding, for
-random weights). Streams asking together take turns: after its first `FIRST_SLICE_TOKENS`
-tokens, and every `SLICE_TOKENS` after, a stream gives the thread to the others waiting
-(`DecodeThread` `YIELD`) and later resumes by prefilling what the cache lost (its prompt and
-answer so far after the shared prefix): without it a turn's first word waited for every
-earlier whole answer (32 sessions on the H200 box, 5-6 a worker: the first token 0.8 s after
-the endpoint). Precision on the CPU (measured on 2 cores with the bundled 0.5B model): fp32 with
+random weights). On the graph decoder, streams asking together take turns: after its first
+`FIRST_SLICE_TOKENS` tokens, and every `SLICE_TOKENS` after, a stream gives the thread to the
+others waiting (`DecodeThread` `YIELD`) and later resumes by prefilling what the cache lost
+(its prompt and answer so far after the shared prefix): without it a turn's first word
+waited for every earlier whole answer (32 sessions on the H200 box, 5-6 a worker: the first
+token 0.8 s after the endpoint). Not on the eager path: there a resume could re-read a long
+history for seconds (the CPU), so answers go one at a time.
+
+Precision on the CPU (measured on 2 cores with the bundled 0.5B model): fp32 with
 dynamic int8 Linear layers (TTFT ~0.25 s, ~12.7 tok/s) beats bf16 (1.7 s, 8.7 tok/s) and plain
 fp32 (0.9 s, 4.2 tok/s).
 """
@@ -118,6 +121,7 @@ class TransformersLLM:
             logger.warning("LLM: timing-equivalent decoding: answers are written ones (%s)",
                            forced_answers)
         self._graph: GraphDecoder | None = None  # the CUDA path; None = eager decoding
+        self._take_turns = False  # streams asking together take turns (the graph path)
         self._cache: Any = None  # DynamicCache of the last generation (eager path)
         self._cached_ids: list[int] = []  # the tokens that cache holds
         self.last_prefill_tokens = 0  # tokens the last call had to prefill (reuse diagnostics)
@@ -153,6 +157,7 @@ class TransformersLLM:
             self.precision = resolve_precision(precision, "cpu")
             self.model = self._load_net(model_dir, "cpu", self.precision)
         self.device = placement.device
+        self._take_turns = self._graph is not None  # a resume's prefill costs a few ms there
         self._eos = self._eos_ids()
         # transformers 5 renamed `past_key_values` to `cache`; `logits_to_keep=1` skips the
         # vocabulary projection for every prompt token but the last (a large prefill saving).
@@ -362,7 +367,8 @@ class TransformersLLM:
                 for token in tokens:
                     produced.append(token)
                     yield token
-                    if len(produced) >= until and self._thread.others_waiting():
+                    if (self._take_turns and len(produced) >= until
+                            and self._thread.others_waiting()):
                         break
                 else:
                     return

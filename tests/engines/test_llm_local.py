@@ -110,7 +110,9 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
 ) -> None:
     """Two answers asked together: the second's first words come before the first answer is
     whole (the first gives the thread up after FIRST_SLICE_TOKENS), and each resumed answer
-    goes on exactly where it stopped (written answers: no word lost or said twice)."""
+    goes on exactly where it stopped (written answers: no word lost or said twice). Turns are
+    taken on the graph decoder (CUDA); switched on here for the eager CPU path, which takes
+    the same steps."""
     import threading
 
     from engines.llm.forced import ForcedAnswer, ForcedAnswers
@@ -132,6 +134,8 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
             order.append(label)
         return "".join(said)
 
+    assert not llm._take_turns  # eager: one answer at a time unless asked
+    llm._take_turns = True
     gate = threading.Event()
     hold = asyncio.get_running_loop().run_in_executor(None, llm._thread.call, gate.wait)
     try:
@@ -143,7 +147,7 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
         said_a, said_b = await asyncio.gather(*tasks)
     finally:
         gate.set()
-        llm._forced = None
+        llm._forced, llm._take_turns = None, False
     assert said_a == long_a and said_b == long_b
     last_a = len(order) - 1 - order[::-1].index("a")
     assert order.index("b") < last_a, order  # b began before a was whole
