@@ -263,6 +263,9 @@ def main() -> None:
                         help="turn.patience_ms (0 = the old cliff at the thresholds)")
     parser.add_argument("--sentence-end-span", type=float, default=TurnConfig.sentence_end_span,
                         help="turn.sentence_end_span")
+    parser.add_argument("--early-end-confidence", type=float,
+                        default=TurnConfig.early_end_confidence,
+                        help="turn.early_end_confidence (0 = never before the pause)")
     parser.add_argument("--recheck-ms", type=int, default=TurnConfig.recheck_ms,
                         help="turn.recheck_ms (0 = the turn model asked once per pause)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
@@ -272,7 +275,8 @@ def main() -> None:
     asr = create_asr(AsrConfig(model=args.model))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
-                      recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span)
+                      recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
+                      early_end_confidence=args.early_end_confidence)
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
@@ -284,7 +288,8 @@ def main() -> None:
           f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
           f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "
           f"ms over a sentence-end span of {args.sentence_end_span}, asked again "
-          f"{args.recheck_ms} ms after the pause), pause {args.pause_ms} ms "
+          f"{args.recheck_ms} ms after the pause, early end at {args.early_end_confidence}), "
+          f"pause {args.pause_ms} ms "
           f"(decoded from {args.decode_ahead_ms} ms), "
           f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")

@@ -242,6 +242,7 @@ def _options(args: argparse.Namespace) -> str:
              "--config": args.config, "--llm-model": args.llm_model,
              "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
              "--recheck-ms": args.recheck_ms,
+             "--early-end-confidence": args.early_end_confidence,
              "--voice": args.voice and ":".join(p for p in args.voice if p),
              "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
@@ -249,6 +250,8 @@ def _options(args: argparse.Namespace) -> str:
 
 def end_bound(marks: dict[str, float]) -> str:
     """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
+    if "early_end" in marks:
+        return "early_end"
     waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_again", "turn_asked")
               if s in marks}
     if "turn_asked" not in waited:
@@ -355,6 +358,8 @@ def main() -> int:
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
     parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
     parser.add_argument("--recheck-ms", type=int, help="turn.recheck_ms (0 = off)")
+    parser.add_argument("--early-end-confidence", type=float,
+                        help="turn.early_end_confidence (0 = off)")
     parser.add_argument("--voice", type=parse_voice, default=None,
                         help="the asking voice, ENGINE[:VOICE] (default piper; e.g. "
                         "kokoro:am_michael)")
@@ -382,13 +387,15 @@ def main() -> int:
         agent["runway_ms"] = args.runway_ms
     if args.start_on_early_decode is not None:
         agent["start_on_early_decode"] = args.start_on_early_decode == "true"
-    turn: dict[str, int | bool] = {}
+    turn: dict[str, int | bool | float] = {}
     if args.check_ahead is not None:
         turn["check_ahead"] = args.check_ahead == "true"
     if args.patience_ms is not None:
         turn["patience_ms"] = args.patience_ms
     if args.recheck_ms is not None:
         turn["recheck_ms"] = args.recheck_ms
+    if args.early_end_confidence is not None:
+        turn["early_end_confidence"] = args.early_end_confidence
     voice: Voice = args.voice or ("piper", None)
     asked = read_questions(args.questions_file) if args.questions_file else None
     profile = {} if args.profile is None else {"mode": args.profile}

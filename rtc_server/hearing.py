@@ -20,7 +20,9 @@ with `text_check`, the pause text) are in, `engines.turn.policy` gives the verdi
 `Endpointer.verdict` turns "complete" into `SpeechEnded` at once. A result for a pause that
 is no longer current (speech resumed, or the utterance ended) is dropped; a model that fails
 or is slow leaves the endpointer's long limit (`max_silence_ms`) to end the turn. Without a
-turn model the endpointer's fixed hangover ends it.
+turn model the endpointer's fixed hangover ends it. With `early_end_confidence`, a turn whose
+early evidence is sure (the early decode's text and final mark, the turn model asked beside
+it) ends right there, before the pause (`Endpointer.end_early`).
 
 The listener learns, in order: speech start, voice duration (for barge-in), partials, the
 early decode's text while its silence lasts (`on_early_text`: the pause's text, most likely,
@@ -47,7 +49,7 @@ import numpy as np
 from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn import TurnConfig, TurnModel
-from engines.turn.policy import complete_after_ms, recheck_at_ms
+from engines.turn.policy import complete_after_ms, recheck_at_ms, sure_early
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 from media.clock import MediaClock
@@ -223,10 +225,12 @@ class Hearing:
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, events.SpeechEnded):
-            marks = self._pause.marks if self._pause is not None else {}
-            self._paused, self._pause, self._early = False, None, None
-            end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks)
-            self._put(("finish", self._utterance, end))
+            self._ended(event, self._pause.marks if self._pause is not None else {})
+
+    def _ended(self, event: events.SpeechEnded, marks: dict[str, float]) -> None:
+        self._paused, self._pause, self._early = False, None, None
+        end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks)
+        self._put(("finish", self._utterance, end))
 
     def _stream_clock(self, t: float) -> float:
         """Clock time of endpointer stream time `t`."""
@@ -272,6 +276,27 @@ class Hearing:
             pause.probability = probability
             pause.marks["turn_model"] = self._clock.time()
             self._decide(pause)
+
+    async def _end_early(
+        self, utterance: int, run: int, early: PauseText, marks: dict[str, float]
+    ) -> None:
+        """`[turn] early_end_confidence`: with the turn model's early probability (asked
+        beside this decode), a sure turn ends now, before the pause, if the silence it was
+        asked in still lasts."""
+        probability = self._early
+        if probability is None:
+            return
+        try:
+            p = await probability
+        except Exception:  # noqa: BLE001 - the pause asks again and reports a failure there
+            return
+        if (run != self._speech_frames or utterance != self._utterance or self._paused
+                or not sure_early(p, early, self._turn)):
+            return
+        ended = self._endpointer.end_early()
+        if ended is not None:
+            now = self._clock.time()
+            self._ended(ended, {**marks, "turn_model": now, "early_end": now})
 
     def _paused_text(
         self, utterance: int, pause_id: int, paused: PauseText, started: float,
@@ -389,10 +414,14 @@ class Hearing:
                     ahead_started = self._clock.time()
                     early = await loop.run_in_executor(pool, stream.decode_ahead, arg.rest)
                     ahead_done = self._clock.time()
-                    if early and early.strip() and arg.run == self._speech_frames and (
+                    if early and early.text.strip() and arg.run == self._speech_frames and (
                         utterance == self._utterance
                     ):  # (still that silence: no speech since it was asked)
-                        self._listener.on_early_text(utterance, early.strip())
+                        self._listener.on_early_text(utterance, early.text.strip())
+                        if self._turn.early_end_confidence:
+                            await self._end_early(utterance, arg.run, early,
+                                                  {"decode_start": ahead_started,
+                                                   "ahead_done": ahead_done})
                 elif kind == "pause":
                     assert isinstance(arg, int)
                     started = ahead_started or self._clock.time()

@@ -51,12 +51,13 @@ class FakeStream:
         self._fed += pcm.shape[0]
         return None
 
-    def decode_ahead(self, rest: np.ndarray) -> str | None:
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         self.ops.append(("ahead", rest.shape[0]))
         self.hold.wait(5)
         self.decodes += 1
         self._covered = self._fed + rest.shape[0]
-        return self._texts[min(self.decodes - 1, len(self._texts) - 1)]
+        text = self._texts[min(self.decodes - 1, len(self._texts) - 1)]
+        return PauseText(text, 0.95 if text.endswith((".", "?")) else 0.0)
 
     def pause(self) -> PauseText:
         if self._covered < self._fed:
@@ -471,7 +472,7 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     assert r.listener.finals[0].reason == "complete"
     # What the end of turn waited for travels with the final (the benchmarks split it).
     marks = r.listener.finals[0].marks
-    assert set(marks) == set(HEARING_MARKS) - {"turn_again"}  # (asked once: recheck_ms 0)
+    assert set(marks) == set(HEARING_MARKS) - {"turn_again", "early_end"}  # (asked once)
     assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
     # The early decode ran (80 ms into the silence) before the pause; its text was reused.
     assert marks["decode_start"] <= marks["ahead_done"] <= marks["pause_text"]
@@ -548,3 +549,58 @@ async def test_a_failing_asr_still_ends_the_utterance_unheard(rigs: list[Rig]) -
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert [u.text for u in r.listener.finals] == [""]
     assert r.errors == ["asr_failed"]
+
+
+async def test_a_sure_turn_ends_at_the_early_decode_before_the_pause(rigs: list[Rig]) -> None:
+    """`[turn] early_end_confidence`: the early text reads finished with a sure final mark and
+    the turn model asked beside it is as sure: the turn ends ~80 ms into the silence, with no
+    pause; the final carries the early_end mark."""
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.95]),
+            turn=TurnConfig(early_end_confidence=0.9))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # past decode_ahead_ms (80), before the pause (200)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert [kind for kind, _ in r.listener.calls] == ["start", "early", "final"]
+    final = r.listener.finals[0]
+    assert final.text == "What time is it?" and final.reason == "complete"
+    assert "early_end" in final.marks and "pause" not in final.marks
+
+
+@pytest.mark.parametrize(("texts", "probability", "sure"), [
+    (["What time is it?"], 0.95, 0.0),  # off (the default)
+    (["What time is it?"], 0.8, 0.9),  # the turn model short of it
+    (["I'd like to"], 0.95, 0.9),  # the text does not read finished
+])
+async def test_a_turn_not_sure_enough_waits_for_the_pause(
+    rigs: list[Rig], texts: list[str], probability: float, sure: float
+) -> None:
+    r = rig(rigs, texts, FakeTurnModel([probability]),
+            turn=TurnConfig(early_end_confidence=sure))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)
+    await until(lambda: any(kind == "early" for kind, _ in r.listener.calls))
+    await no_final_yet(r)
+    r.quiet(0.1)  # the pause
+    await settle(r)
+    assert any(kind == "pause" for kind, _ in r.listener.calls)
+
+
+async def test_speech_before_the_early_verdict_keeps_the_turn_open(rigs: list[Rig]) -> None:
+    """The user went on while the turn model was still deciding: no early end."""
+    model = FakeTurnModel([0.95], hold=True)
+    r = rig(rigs, ["What time is it?"], model, turn=TurnConfig(early_end_confidence=0.9))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)
+    await until(lambda: any(kind == "early" for kind, _ in r.listener.calls))
+    r.say(0.3)  # speech again while the early verdict is out
+    model.release.set()
+    await no_final_yet(r)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not r.listener.finals
+    r.quiet(0.3)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert "early_end" not in r.listener.finals[0].marks

@@ -16,9 +16,10 @@ where speech starts, pauses and ends, and the caller drives the stream with it:
   there, when it has one (the end-of-turn decision weighs it, `engines/turn/policy.py`);
 - `decode_ahead(rest)` a little into a silence, before it is a pause: decode what was fed
   plus `rest` (the pause's missing silence; not kept), so that a `pause()` once that much
-  more silence has been fed returns at once (`engines/asr/ahead.py`); returns that text
-  (None when it did not decode), which the caller may start the answer on before the pause.
-  An engine that decodes as it goes may ignore it and return None;
+  more silence has been fed returns at once (`engines/asr/ahead.py`); returns that text with
+  its end probability, as `pause()` would (None when it did not decode), which the caller may
+  start the answer on, or end a sure turn with, before the pause. An engine that decodes as it
+  goes may ignore it and return None;
 - `finish()` at the end: the final transcript. When nothing was fed since `pause()`, this is
   the pause's text without decoding again (so the caller feeds no more of a pause's
   silence; when speech resumes it goes on feeding from there).
@@ -48,9 +49,9 @@ class AsrStream(Protocol):
         """The user paused: transcribe everything fed so far now; return that text."""
         ...
 
-    def decode_ahead(self, rest: np.ndarray) -> str | None:
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         """Decode what was fed plus `rest` now, for a pause that may come (see above); the
-        text, or None when nothing was decoded."""
+        text and its end probability, or None when nothing was decoded."""
         ...
 
     def finish(self) -> str:

@@ -111,7 +111,7 @@ class FunAsrStream:
         `finish`, so the last ~300 ms may be missing until then); no end probability."""
         return PauseText(self._text)
 
-    def decode_ahead(self, rest: np.ndarray) -> str | None:
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         """Nothing to do early: Paraformer has decoded what it was fed already (its text
         reaches the listener as partials)."""
         return None

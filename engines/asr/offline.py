@@ -27,7 +27,7 @@ from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
-from engines.turn.policy import complete_after_ms, recheck_at_ms
+from engines.turn.policy import complete_after_ms, recheck_at_ms, sure_early
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -103,11 +103,13 @@ class _Listener:
             rest = self._ahead.step(frame, silence_ms)
             if rest is not None:
                 start = time.perf_counter()
-                self._stream.decode_ahead(rest)  # the pause's text, if no speech comes first
+                early = self._stream.decode_ahead(rest)  # the pause's text, if no speech comes
                 self.utterances[-1].compute_s += time.perf_counter() - start
                 if self._model is not None and self._turn.check_ahead:
                     window = np.concatenate([self._endpointer.turn_audio(), rest])
                     self._early = self._model.complete_probability(window)
+                if sure_early(self._early, early, self._turn):
+                    self._end_early(early, silence_ms)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -177,6 +179,18 @@ class _Listener:
         ended = self._endpointer.verdict(event.pause_id, complete)
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
+
+    def _end_early(self, early: PauseText | None, silence_ms: int) -> None:
+        """`[turn] early_end_confidence`: the turn ends here, before the pause."""
+        assert early is not None
+        ended = self._endpointer.end_early()
+        if ended is None:
+            return
+        self.utterances[-1].pauses.append(PauseCheck(
+            self._endpointer.time, ended.t, early.text.strip(), early.end_probability,
+            self._early, True, float(silence_ms),
+        ))
+        self._handle(ended, np.zeros(0, np.int16))
 
     def _asked_again(self, pause_id: int, after: float) -> float:
         """The recheck: the turn model on the window with the silence so far; the sooner of

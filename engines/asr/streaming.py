@@ -125,7 +125,7 @@ class WhisperStream:
             self._commit()  # a pause is a safe place to cut: no word straddles it
         return PauseText(self._text(), end)
 
-    def decode_ahead(self, rest: np.ndarray) -> str | None:
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         """A pause may be coming: decode what was fed and `rest` now (see the module doc);
         the text as the pause would return it, or None when it did not decode.
 
@@ -137,7 +137,7 @@ class WhisperStream:
         if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
             return None
         self._partial_took(self._decode(self._fed, check_pcm16(rest)))
-        return self._text()
+        return PauseText(self._text(), self._last[2] if self._last is not None else None)
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when nothing was said)."""

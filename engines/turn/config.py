@@ -30,6 +30,10 @@ class TurnConfig:
     # it once more after this much more silence, on the window with that silence, and keep
     # the sooner of the two verdicts (policy.py, `recheck_at_ms`); 0 = never
     recheck_ms: int = 0
+    # Above 0: end the turn at the early pause decode (`[vad] decode_ahead_ms` of silence, not
+    # `pause_ms`) when Smart Turn and the ASR's final mark are both at least this sure and the
+    # text reads finished (policy.py, `sure_early`); 0 = never before the pause
+    early_end_confidence: float = 0.0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
 
@@ -42,6 +46,8 @@ class TurnConfig:
             raise InvalidTurnConfigError("patience_ms must be within 0..10000")
         if not 0 <= self.recheck_ms <= 10_000:
             raise InvalidTurnConfigError("recheck_ms must be within 0..10000")
+        if not (self.early_end_confidence == 0.0 or 0.5 < self.early_end_confidence < 1.0):
+            raise InvalidTurnConfigError("early_end_confidence must be 0 (off) or in (0.5, 1)")
         if not 0.0 < self.sentence_end_span <= 1.0:
             raise InvalidTurnConfigError("sentence_end_span must be within (0, 1]")
         if not 100 <= self.max_silence_ms <= 10_000:

@@ -26,7 +26,9 @@ Contract:
   silence goes on, returns `SpeechEnded(reason="complete")` at once. Incomplete, or a verdict
   that never comes, keeps listening: `max_silence_ms` of silence ends the utterance with
   `reason="silence"`. A verdict for a stale pause (speech resumed since, or the utterance
-  ended) returns None and changes nothing.
+  ended) returns None and changes nothing. `end_early()`: a sure verdict before the pause
+  (asked a little into the silence) ends the utterance at once, `reason="complete"`, while
+  that silence lasts (the caller knows it is the same silence).
 - Forced end: `max_utterance_s` after the onset -> `SpeechEnded(t=now, reason="max_length")`;
   if the user keeps talking a new utterance starts after `min_speech_ms` of voice.
 - `trailing_silence_ms` is the silence run inside an utterance (0 while the user speaks).
@@ -152,6 +154,13 @@ class Endpointer:
         """
         current = self._in_speech and self._paused and pause_id == self._pause_id
         if not (complete and current):
+            return None
+        return self._end(self._last_speech_end, "complete")
+
+    def end_early(self) -> SpeechEnded | None:
+        """A sure "complete" before the pause was reported: ends the utterance now while the
+        user is silent and no pause was reported (else None, nothing changes)."""
+        if not self._in_speech or self._paused or self.trailing_silence_ms == 0:
             return None
         return self._end(self._last_speech_end, "complete")
 

@@ -17,7 +17,13 @@ import pytest
 from engines.asr.base import PauseText
 from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
-from engines.turn.policy import complete_after_ms, is_complete, reads_finished, recheck_at_ms
+from engines.turn.policy import (
+    complete_after_ms,
+    is_complete,
+    reads_finished,
+    recheck_at_ms,
+    sure_early,
+)
 from engines.turn.smart_turn import SmartTurnModel
 from testkit.pauses import COMPLETE_QUESTIONS
 from testkit.speech import Engine, synth, voiced_bounds
@@ -194,3 +200,17 @@ def test_the_turn_model_is_asked_again_only_where_more_silence_can_change_the_ve
 def test_config_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidTurnConfigError):
         TurnConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_turn_ends_early_only_where_every_signal_is_sure() -> None:
+    config = TurnConfig(early_end_confidence=0.9)
+    sure = PauseText("What time is it?", 0.95)
+    assert sure_early(0.95, sure, config)
+    assert not sure_early(0.95, sure, TurnConfig())  # off by default
+    assert not sure_early(0.85, sure, config)  # Smart Turn short of it
+    assert not sure_early(0.95, PauseText("What time is it?", 0.85), config)  # the final mark
+    assert not sure_early(0.95, PauseText("What time is it?", None), config)  # no score
+    assert not sure_early(0.95, PauseText("I'd like to.", 0.99), config)  # reads unfinished
+    assert not sure_early(None, sure, config) and not sure_early(0.95, None, config)
+    with pytest.raises(InvalidTurnConfigError):
+        TurnConfig(early_end_confidence=0.3)

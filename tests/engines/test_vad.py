@@ -428,3 +428,18 @@ def test_detector_rejects_wrong_frame_sizes() -> None:
     assert vad.is_speech(np.zeros(480, dtype=np.int16)) is False
     with pytest.raises(InvalidInputError):
         vad.is_speech(np.zeros(400, dtype=np.int16))
+
+
+def test_a_sure_verdict_before_the_pause_ends_the_utterance_in_that_silence_only() -> None:
+    ep = Endpointer(VadConfig(), LevelDetector(), 1500)
+    assert ep.end_early() is None  # no utterance
+    ep.process(seq(("q", 0.5), ("s", 1.0)))
+    assert ep.end_early() is None  # the user is speaking
+    assert ep.process(seq(("q", 0.1))) == []  # 100 ms of silence: no pause yet
+    ended = ep.end_early()
+    assert isinstance(ended, SpeechEnded) and ended.reason == "complete"
+    assert ended.t == pytest.approx(1.5) and not ep.in_speech
+    assert ep.process(seq(("q", 1.0))) == []  # nothing more from that utterance
+    # once the pause is reported, only its verdict ends the turn
+    ep.process(seq(("s", 1.0), ("q", 0.3)))
+    assert ep.end_early() is None and ep.in_speech

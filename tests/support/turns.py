@@ -73,7 +73,7 @@ class FakeStream:
     def pause(self) -> PauseText:
         return PauseText(self._text(), None)
 
-    def decode_ahead(self, rest: np.ndarray) -> str | None:
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         return None
 
     def finish(self) -> str:
