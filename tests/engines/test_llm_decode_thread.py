@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 
 from engines.llm.decode_thread import YIELD, DecodeThread, Yield
+from tests.support.llm import hold_thread
 
 
 def job(name: str, parts: int, log: list[str], yield_after: int | None = None
@@ -36,7 +37,7 @@ async def test_a_yielding_job_lets_the_waiting_stream_go_first_then_resumes() ->
     thread = DecodeThread("test")
     gate = threading.Event()
     log: list[str] = []
-    hold = asyncio.get_running_loop().run_in_executor(None, thread.call, gate.wait)
+    hold = await hold_thread(thread, gate)
     a = thread.stream(lambda cancel: job("a", 4, log, yield_after=2))
     b = thread.stream(lambda cancel: job("b", 2, log))
     tasks = await started([a, b])
@@ -78,7 +79,7 @@ async def test_a_stream_given_up_while_it_rests_never_resumes() -> None:
         b_gate.wait()  # b runs while a rests behind it
         yield from job("b", 1, log)
 
-    hold = asyncio.get_running_loop().run_in_executor(None, thread.call, gate.wait)
+    hold = await hold_thread(thread, gate)
     a = thread.stream(closing_job)
     first = asyncio.ensure_future(anext(a))  # queued first: a runs first
     task_b = asyncio.ensure_future(collect(thread.stream(slow_b)))

@@ -16,7 +16,7 @@ import pytest
 from engines.llm import ChatMessage
 from engines.llm.local import TransformersLLM
 from engines.llm.prompt import PromptBuilder
-from tests.support.llm import answer, cancel_parked
+from tests.support.llm import answer, cancel_parked, hold_thread
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +137,7 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
     assert not llm._take_turns  # eager: one answer at a time unless asked
     llm._take_turns = True
     gate = threading.Event()
-    hold = asyncio.get_running_loop().run_in_executor(None, llm._thread.call, gate.wait)
+    hold = await hold_thread(llm._thread, gate)
     try:
         tasks = [asyncio.ensure_future(ask("a", "tell me about octopuses")),
                  asyncio.ensure_future(ask("b", "tell me about honey"))]

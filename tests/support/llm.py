@@ -1,14 +1,17 @@
-"""What the tests of the LLM engines do alike: collect an answer, and cancel a consumer that
-sits parked after its first deltas (as a turn waiting on the playout does)."""
+"""What the tests of the LLM engines do alike: collect an answer, cancel a consumer that
+sits parked after its first deltas (as a turn waiting on the playout does), and hold the
+decode thread while streams queue up."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 
 import pytest
 
 from engines.llm.base import ChatLLM, ChatMessage
+from engines.llm.decode_thread import DecodeThread
 
 
 async def answer(
@@ -35,3 +38,18 @@ async def cancel_parked(llm: ChatLLM, question: str, parked_after: int, n: int) 
     with pytest.raises(asyncio.CancelledError):
         await task
     return got
+
+
+async def hold_thread(thread: DecodeThread, gate: threading.Event) -> asyncio.Future[None]:
+    """Occupy `thread` until `gate` is set; returns once it is occupied, so every job queued
+    after this call waits behind it (await the future after setting `gate`)."""
+    entered = threading.Event()
+
+    def block() -> None:
+        entered.set()
+        gate.wait(10)
+
+    loop = asyncio.get_running_loop()
+    held = loop.run_in_executor(None, thread.call, block)
+    await loop.run_in_executor(None, entered.wait, 10)
+    return held
