@@ -108,7 +108,7 @@ class _Listener:
                 if self._model is not None and self._turn.check_ahead:
                     window = np.concatenate([self._endpointer.turn_audio(), rest])
                     self._early = self._model.complete_probability(window)
-                if sure_early(self._early, early, self._turn):
+                if early is not None and sure_early(self._early, early, self._turn):
                     self._end_early(early, silence_ms)
 
     def close(self) -> None:
@@ -180,9 +180,8 @@ class _Listener:
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
 
-    def _end_early(self, early: PauseText | None, silence_ms: int) -> None:
+    def _end_early(self, early: PauseText, silence_ms: int) -> None:
         """`[turn] early_end_confidence`: the turn ends here, before the pause."""
-        assert early is not None
         ended = self._endpointer.end_early()
         if ended is None:
             return
