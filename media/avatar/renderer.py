@@ -117,8 +117,8 @@ class AvatarRenderer:
         src = self.mesh.source_map(displacement.astype(np.float32))
         frame = self.image.copy()
         x0, y0, x1, y1 = self.mesh.roi
-        frame[y0:y1, x0:x1] = cv2.remap(self.image, src[..., 0], src[..., 1], cv2.INTER_LINEAR,
-                                        borderMode=cv2.BORDER_REPLICATE)
+        frame[y0:y1, x0:x1] = cv2.remap(  # type: ignore[call-overload]  # one xy map
+            self.image, src, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         inner = targets[list(INNER_LIPS)]
         gap = float(np.mean([inner[lo - 60, 1] - inner[up - 60, 1]
                              for up, lo in INNER_LIP_PAIRS]))
