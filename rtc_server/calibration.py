@@ -40,6 +40,7 @@ import numpy as np
 from engines.cache import cache_dir
 from engines.errors import EngineError
 from engines.tts.config import TTSConfig
+from media.avatar.mesh import MAP_STEP
 from rtc_server.config import Config
 from rtc_server.errors import ConfigError
 from rtc_server.machine import Machine
@@ -199,7 +200,9 @@ def calibrate(
     portrait = config.media.portrait
 
     def video_key() -> dict[str, Any]:
+        # "frames", "map_step" and "encoder" name the measured path: a change re-measures.
         return {"size": (config.media.width, config.media.height), "frames": "i420",
+                "map_step": MAP_STEP, "encoder": "avatar-vp8",
                 "portrait": _file(Path(portrait)) if portrait else "",
                 "libs": _libraries("av", "cv2", "aiortc")}
 
@@ -387,20 +390,19 @@ def _measure_asr(
 
 def _measure_video(config: Config) -> tuple[dict[str, Any], None]:
     import av
-    from aiortc.codecs import get_encoder
-    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
     from engines.portrait import detect_portrait_landmarks, load_portrait
     from media.avatar import AvatarRenderer
     from media.idle import default_portrait
     from media.tracks import i420
+    from rtc_server.video_encoder import AvatarVp8Encoder
 
     media = config.media
     image = load_portrait(media.portrait) if media.portrait else default_portrait()
     renderer = AvatarRenderer(image, detect_portrait_landmarks(image), media.width,
                               media.height)
     avatar = renderer.session(media.fps)
-    encoder = get_encoder(RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000))
+    encoder = AvatarVp8Encoder()  # as the sessions' video senders encode (video_encoder.py)
     rng = np.random.default_rng(0)
     render: list[float] = []
     encode: list[float] = []

@@ -24,6 +24,7 @@ from aiortc.sdp import candidate_from_sdp
 
 from rtc_server.errors import CandidateRejected, OfferRejected
 from rtc_server.inbound_hold import shorten_audio_hold
+from rtc_server.video_encoder import use_avatar_encoder
 from signaling.smallwebrtc import IceCandidate
 
 AIORTC_ERRORS = (InternalError, InvalidAccessError, InvalidStateError, OperationError)
@@ -53,6 +54,7 @@ async def answer(
             elif transceiver.kind == "video":
                 transceiver.direction = "sendonly"
         await pc.setLocalDescription(await pc.createAnswer())
+        use_avatar_encoder(pc)  # the codec is chosen; no frame has been encoded yet
     except REJECTED as exc:
         detail = str(exc) or type(exc).__name__
         raise OfferRejected(f"offer rejected: {detail}") from exc
