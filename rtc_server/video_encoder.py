@@ -3,10 +3,10 @@
 aiortc encodes VP8 for a camera: a temporal denoiser (`noise-sensitivity` 4) and `cpu-used`
 -6. The avatar's frames are rendered from one still portrait and have no sensor noise to
 remove, and the server encodes one stream per session on the same cores that render, speak
-and listen; encoding is a quarter to a third of a session's CPU. Without the denoiser and at
-`cpu-used` -12 a 512x512 avatar frame encodes in ~2.2 ms instead of ~3.5-4.1 at 1.5 Mbit/s,
-~1.4 instead of ~2.5 at 500 kbit/s, at the same rate control (bench/RESULTS.md, section
-video). Everything else (rate control, key frames on request, bitrate from REMB,
+and listen (encoding was a worker's largest single cost in a 32-session profile on the H200).
+Without the denoiser and at `cpu-used` -12 a 512x512 avatar frame encodes in ~1.7-1.9 ms
+instead of ~2.6-3.3 at the same rate control (bench/video_encode.py; bench/RESULTS.md,
+section face). Everything else (rate control, key frames on request, bitrate from REMB,
 packetization) stays aiortc's.
 
 aiortc has no option for it, so `use_avatar_encoder(pc)` puts this encoder in the video
