@@ -23,7 +23,12 @@ from rtc_server.session import Session
 from testkit.peer import LoopbackPeer, PcmMicrophone
 from testkit.smallwebrtc import SmallWebRTCPeer, camera_track
 from testkit.speech import synth
-from tests.support.server import SMALL_VIDEO, loopback_config, running_server
+from tests.support.server import (
+    SMALL_VIDEO,
+    frames_keep_coming,
+    loopback_config,
+    running_server,
+)
 
 pytestmark = pytest.mark.webrtc
 
@@ -46,16 +51,6 @@ async def peers(url: str, *made: LoopbackPeer) -> AsyncIterator[None]:
     finally:
         for peer in made:
             await peer.close()
-
-
-async def frames_keep_coming(peer: LoopbackPeer, within_s: float = 10.0) -> bool:
-    """Whether `peer` receives new video frames now (its session is alive)."""
-    before = len(peer.received.video)
-    for _ in range(int(within_s / 0.1)):
-        await asyncio.sleep(0.1)
-        if len(peer.received.video) > before + 3:
-            return True
-    return False
 
 
 def session_of(server: Server, pc_id: str) -> Session:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from aiohttp.test_utils import TestServer
 from rtc_server.app import Server
 from rtc_server.config import Config, IceConfig, MediaConfig, ServerConfig
 from rtc_server.engine_set import Engines
+from testkit.peer import LoopbackPeer
 
 # Tests about audio, events or signaling need little video: small frames keep the encoder
 # and the test peer's decoder from competing with what is being measured on 2 cores.
@@ -40,3 +42,14 @@ async def running_server(
         yield server, str(http.make_url("/")).rstrip("/")
     finally:
         await http.close()
+
+
+async def frames_keep_coming(peer: LoopbackPeer, within_s: float = 10.0) -> bool:
+    """Whether `peer` receives new video frames now (its session is alive): a bound, not a
+    rate, so a busy machine's slow first frames pass (the frames arrive in another task)."""
+    before = len(peer.received.video)
+    for _ in range(int(within_s / 0.1)):
+        await asyncio.sleep(0.1)
+        if len(peer.received.video) > before + 3:
+            return True
+    return False
