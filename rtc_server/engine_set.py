@@ -37,6 +37,7 @@ from rtc_server.errors import ConfigError
 from rtc_server.face_batch import FaceBatcher
 from rtc_server.machine import usable_cores
 from rtc_server.profile import FIXED_PACE, Fit
+from rtc_server.speech_queue import SpeechQueue
 
 logger = logging.getLogger(__name__)
 
@@ -52,16 +53,25 @@ class Pools:
     # Smart Turn calls (~26 ms each) must not queue behind a Whisper decode on the ASR pool.
     turn: ThreadPoolExecutor = field(default_factory=lambda: _pool("turn", 1))
     tts: ThreadPoolExecutor = field(default_factory=lambda: _pool("tts", 1, SPEAKING))
+    tts_threads: int = 1  # the threads `tts` has: the speech queue's width
     face: ThreadPoolExecutor = field(default_factory=lambda: _pool("face", 1, SPEAKING))
     features: ThreadPoolExecutor = field(
         default_factory=lambda: _pool("features", 2, SPEAKING))
     render: ThreadPoolExecutor = field(default_factory=lambda: _pool("render", 2, VIDEO))
+    # The sessions' TTS calls, earliest due first (rtc_server/speech_queue.py).
+    speech: SpeechQueue = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.speech = SpeechQueue(self.tts, self.tts_threads)
 
     @classmethod
     def sized(cls, cores: float) -> Pools:
         side_by_side = 2 if cores >= 2 else 1
         return cls(
             asr=_pool("asr", side_by_side),
+            # Two sessions' chunks at once where there are two cores (piper and Kokoro are
+            # thread-safe): one session prepares its chunks one at a time either way.
+            tts=_pool("tts", side_by_side, SPEAKING), tts_threads=side_by_side,
             features=_pool("features", side_by_side, SPEAKING),
             render=_pool("render", side_by_side, VIDEO),
         )

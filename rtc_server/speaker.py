@@ -9,7 +9,6 @@ the caller simply drops it (the cancelled await).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,17 +48,22 @@ class Voice:
         self,
         text: str,
         smoother: KalmanSmoother | None,
-        on_audio: Callable[[], None] | None = None,
+        slack_s: float = 0.0,
+        on_stage: Callable[[str], None] | None = None,
     ) -> Voiced | None:
-        """TTS then face for one chunk (`on_audio` between the two, for the turn's marks);
-        None when it has nothing to say."""
-        loop = asyncio.get_running_loop()
+        """TTS then face for one chunk; None when it has nothing to say. `slack_s`: how long
+        the turn's audio lasts without this chunk (it waits behind the sessions' chunks due
+        sooner, `SpeechQueue`); `on_stage("tts_start" | "tts_first_audio")` marks when the
+        TTS began and ended, for the turn's marks."""
         engines = self._engines
-        speech = await loop.run_in_executor(engines.pools.tts, speak, engines.tts, text)
+        speech = await engines.pools.speech.run(
+            slack_s, speak, engines.tts, text,
+            on_start=None if on_stage is None else lambda: on_stage("tts_start"),
+        )
         if speech is None:
             return None
-        if on_audio is not None:
-            on_audio()
+        if on_stage is not None:
+            on_stage("tts_first_audio")
         raw = await engines.animate(speech.pcm, speech.sample_rate)
         offsets = lips(raw, smoother, self._fps)
         # The chunk as written, its spaces kept: the page and the history join chunks as they

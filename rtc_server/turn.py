@@ -37,7 +37,7 @@ Phase = Literal["waiting", "thinking", "speaking", "paused", "done"]
 
 # Stage order for the data channel and the page's latency panel.
 STAGES = (
-    "voice_end", "speech_end", "asr_final", "llm_first_token", "first_chunk",
+    "voice_end", "speech_end", "asr_final", "llm_first_token", "first_chunk", "tts_start",
     "tts_first_audio", "face_first_frame", "first_audio_sent",
 )
 _FULLY_PLAYED_SLACK_S = 0.06
@@ -263,13 +263,17 @@ class Turn:
         self, chunks: AsyncIterator[str], out: asyncio.Queue[Voiced | BaseException | None]
     ) -> None:
         clock = self.playout.clock
+        # When the audio prepared so far runs out, at the soonest (it plays from now, or
+        # later): the next chunk's slack in the process's speech queue. A first chunk has none.
+        runs_out: float | None = None
         try:
             async for text in chunks:
                 self._preparing += 1
                 began = clock.time()
                 voiced = await self.voice.prepare(
                     text, self._smoother,
-                    on_audio=lambda: self.mark("tts_first_audio", clock.time()),
+                    slack_s=0.0 if runs_out is None else max(0.0, runs_out - began),
+                    on_stage=lambda stage: self.mark(stage, clock.time()),
                 )
                 if len(text.strip()) >= _RATE_MIN_CHARS:
                     took = (clock.time() - began) / len(text.strip())
@@ -277,7 +281,9 @@ class Turn:
                 if voiced is None:
                     self._preparing -= 1
                 else:
-                    self.mark("face_first_frame", clock.time())
+                    now = clock.time()
+                    self.mark("face_first_frame", now)
+                    runs_out = max(now, runs_out or now) + voiced.duration_s
                     await out.put(voiced)
         except asyncio.CancelledError:
             raise

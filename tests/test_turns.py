@@ -12,6 +12,7 @@ rig: `tests/support/turns.py`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -427,3 +428,24 @@ async def test_partials_warm_the_llm_while_the_user_talks() -> None:
     h.agent.on_speech_start(4)  # the answer is in the history: read it while the user talks
     assert h.llm.warmed == ["what is the capital", ""]
     await h.close()
+
+
+async def test_a_first_chunk_is_due_now_and_later_ones_when_the_audio_ahead_runs_out(
+    h: Harness,
+) -> None:
+    """The speech queue (rtc_server/speech_queue.py) orders the sessions' TTS calls by when
+    their audio is needed: the turn says how much audio it has ready ahead of each chunk."""
+    queue, slacks = h.engines.pools.speech, []
+    real_run = queue.run
+
+    async def run(slack_s: float, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        slacks.append(slack_s)
+        return await real_run(slack_s, fn, *args, **kwargs)
+
+    queue.run = run  # type: ignore[method-assign]
+    await h.ask(1, "What is the answer?")
+    await h.listen(speech_duration(REPLY) + 1.0)
+    turn_marks = h.sent("timings")[-1]["marks_ms"]
+    assert len(slacks) >= 3 and slacks[0] == 0.0
+    assert all(s > 0.05 for s in slacks[1:])  # at least a word of audio ahead of each
+    assert turn_marks["tts_start"] <= turn_marks["tts_first_audio"]

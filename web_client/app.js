@@ -7,7 +7,7 @@
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
   const STAGES = [
-    "voice_end", "speech_end", "asr_final", "llm_first_token", "first_chunk",
+    "voice_end", "speech_end", "asr_final", "llm_first_token", "first_chunk", "tts_start",
     "tts_first_audio", "face_first_frame", "first_audio_sent",
   ];
   // A connection that drops (its worker crashed or went away) is replaced by a new session
