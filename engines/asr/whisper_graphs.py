@@ -38,6 +38,7 @@ import torch
 
 from engines.asr.torch_whisper import DecodeState, Generation, TorchWhisper
 from engines.asr.whisper import MAX_TEXT_POSITIONS
+from engines.device_wait import wait_for_device
 
 BLOCK = 4  # steps replayed before the host reads their tokens (an answer is ~10-30 tokens)
 
@@ -122,6 +123,8 @@ class WhisperGraphs:
                 for _ in range(replays):
                     self._run("step", self._step_body)
                 chosen += replays
+                if self.model.device.type == "cuda":
+                    wait_for_device(torch, self.model.device)  # asleep, not spinning
                 block = self._ids[done:chosen].tolist()  # the one read back per block
                 end = next((i for i, token in enumerate(block) if token == eot), None)
                 if end is not None:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from common.face_geometry import NUM_LANDMARKS
+from engines.device_wait import wait_for_device
 from engines.face.artifact import load_torch, model_path
 from engines.face.errors import ModelLoadError, RuntimeUnavailableError
 from engines.face.features import FEATS_PER_FRAME, N_MELS, SILENCE_VALUE
@@ -119,7 +120,7 @@ class TorchFace(FaceRuntime):
             host_out = self._staging("out", batch * n_out * NUM_LANDMARKS * 2)
             host_out = host_out.view(batch, n_out, NUM_LANDMARKS, 2)
             host_out.copy_(captured.out[:batch], non_blocking=True)
-            torch.cuda.current_stream(self.device).synchronize()
+            wait_for_device(torch, self.device)  # asleep, not spinning (engines/device_wait.py)
             out = host_out.numpy()
             return [out[i, :n].copy() for i, n in enumerate(frames)]
 

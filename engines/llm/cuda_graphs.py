@@ -160,7 +160,9 @@ class GraphDecoder:
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if self.on_cuda:
             self._host = torch.zeros(IN_FLIGHT, dtype=torch.long, pin_memory=True)
-            self._events = [torch.cuda.Event() for _ in range(IN_FLIGHT)]
+            # Blocking: the decode thread sleeps until its token is there instead of
+            # spinning a core (~0.07 of one per worker at 32 sessions, py-spy on the H200).
+            self._events = [torch.cuda.Event(blocking=True) for _ in range(IN_FLIGHT)]
         else:
             self._host = torch.zeros(IN_FLIGHT, dtype=torch.long)
             self._events = []

@@ -38,11 +38,11 @@ _DONE = object()
 
 
 class DecodeThread:
-    def __init__(self, name: str) -> None:
-        # Below the listening path's priority (common/cpu_priority.py); llama.cpp's worker
-        # threads, started from this one, inherit it.
+    def __init__(self, name: str, lower: int = THINKING) -> None:
+        # Below the listening path's priority by `lower` nice levels (common/cpu_priority.py);
+        # llama.cpp's worker threads, started from this one, inherit it.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
-                                        initializer=lower_this_thread, initargs=(THINKING,))
+                                        initializer=lower_this_thread, initargs=(lower,))
         self._lock = threading.Lock()
         self._streams = 0  # queued or running
         self._yield = threading.Event()  # set while a stream waits: background work stops

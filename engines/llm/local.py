@@ -42,6 +42,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from common.cpu_priority import SPEAKING, THINKING
 from engines.llm.base import ChatMessage
 from engines.llm.cuda_graphs import GraphDecoder, Sampling, buckets_for
 from engines.llm.decode_thread import YIELD, DecodeThread, Yield
@@ -64,11 +65,15 @@ from engines.progress import load_step
 logger = logging.getLogger(__name__)
 _TOP_K = 50  # sampling candidates (top-p is applied within them)
 _BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "int8": 4}  # int8: dynamic quantization of fp32
-# Tokens a stream decodes before the streams waiting go first, then between turns: a first
-# chunk's worth (~50 characters), then enough to stay ahead of the voice (a few tokens a
-# second) at a few ms a token while each resume re-prefills tens to hundreds of tokens.
-FIRST_SLICE_TOKENS = 12
-SLICE_TOKENS = 32
+# Tokens a stream decodes before the streams waiting go first, then between turns. First: a
+# first chunk of a word or two (the GPU profile's `first_chunk_max_chars` = 6) and the start
+# of the next word that closes it; 12 tokens (~50 characters) made the sixth of six streams
+# asking together wait for five prefills and 60 tokens (~0.5 s on the H200 box) for its
+# first word. Then: a few seconds of speech each, so that one round over a worker's streams
+# (each resume re-prefills tens to hundreds of tokens) ends before the shortest first
+# chunk's audio does.
+FIRST_SLICE_TOKENS = 4
+SLICE_TOKENS = 16
 
 
 def resolve_precision(precision: str, device: str, bf16_ok: bool = True) -> str:
@@ -126,7 +131,11 @@ class TransformersLLM:
         self._cached_ids: list[int] = []  # the tokens that cache holds
         self.last_prefill_tokens = 0  # tokens the last call had to prefill (reuse diagnostics)
         self.last_token_times: list[float] = []  # perf_counter() of each token of the last call
-        self._thread = DecodeThread("llm-decode")  # one generation at a time; owns the model
+        # One generation at a time; the thread owns the model. On a GPU it mostly waits for
+        # the device, takes little CPU, and its first token gates the answer's first audio:
+        # the speaking threads' priority, not the CPU decode's (common/cpu_priority.py).
+        self._thread = DecodeThread(
+            "llm-decode", SPEAKING if placement.device == "cuda" else THINKING)
         try:
             self._thread.call(
                 lambda: self._load(model_dir, placement, precision, threads, cuda_graphs)

@@ -5,9 +5,13 @@ holding the thread until every stream is queued."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 
+import pytest
+
+from common.cpu_priority import SPEAKING, THINKING
 from engines.llm.decode_thread import YIELD, DecodeThread, Yield
 from tests.support.llm import hold_thread
 
@@ -94,3 +98,18 @@ async def test_a_stream_given_up_while_it_rests_never_resumes() -> None:
     assert closed.is_set() and log[:2] == ["a0", "b0"] and "a2" not in log
     assert await collect(thread.stream(lambda cancel: job("c", 1, log))) == ["c0"]
     thread.close()
+
+
+def test_the_thread_runs_lower_by_the_levels_it_was_given() -> None:
+    """A CPU decode (llama.cpp) sits below the speaking threads; a GPU decode, which mostly
+    waits for the device and gates the first audio, is given their level instead."""
+    if not hasattr(os, "getpriority"):
+        pytest.skip("no per-thread priorities here")
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    for lower in (THINKING, SPEAKING):
+        thread = DecodeThread("test", lower)
+        try:
+            nice = thread.call(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        finally:
+            thread.close()
+        assert nice == min(19, base + lower)
