@@ -30,6 +30,7 @@ from rtc_server.ice import restrict_host_candidates_to_loopback
 from rtc_server.metrics import Metrics
 from rtc_server.page import signaling_settings
 from rtc_server.portraits import PortraitStore
+from rtc_server.render_device import place_warp
 from rtc_server.rtvi.channel import RtviChannel
 from rtc_server.session import AppChannel, Behaviour, Session
 from signaling.errors import InvalidOffer, InvalidPortrait, PortraitNotFound, SessionNotFound
@@ -80,7 +81,8 @@ def build_renderer(image: np.ndarray, config: Config, *, uploaded: bool = False)
     from media.avatar import AvatarRenderer
 
     landmarks = detect_portrait_landmarks(image, cache=not uploaded)
-    return AvatarRenderer(image, landmarks, config.media.width, config.media.height)
+    renderer = AvatarRenderer(image, landmarks, config.media.width, config.media.height)
+    return place_warp(renderer, config.media.render_device)
 
 
 class Server:

@@ -200,9 +200,11 @@ def calibrate(
     portrait = config.media.portrait
 
     def video_key() -> dict[str, Any]:
-        # "frames", "map_step" and "encoder" name the measured path: a change re-measures.
+        # "frames", "map_step", "encoder" and "warp" name the measured path: a change
+        # re-measures.
         return {"size": (config.media.width, config.media.height), "frames": "i420",
                 "map_step": MAP_STEP, "encoder": "avatar-vp8",
+                "warp": config.media.render_device,
                 "portrait": _file(Path(portrait)) if portrait else "",
                 "libs": _libraries("av", "cv2", "aiortc")}
 
@@ -395,12 +397,13 @@ def _measure_video(config: Config) -> tuple[dict[str, Any], None]:
     from media.avatar import AvatarRenderer
     from media.idle import default_portrait
     from media.tracks import i420
+    from rtc_server.render_device import place_warp
     from rtc_server.video_encoder import AvatarVp8Encoder
 
     media = config.media
     image = load_portrait(media.portrait) if media.portrait else default_portrait()
-    renderer = AvatarRenderer(image, detect_portrait_landmarks(image), media.width,
-                              media.height)
+    renderer = place_warp(AvatarRenderer(image, detect_portrait_landmarks(image), media.width,
+                                         media.height), media.render_device)
     avatar = renderer.session(media.fps)
     encoder = AvatarVp8Encoder()  # as the sessions' video senders encode (video_encoder.py)
     rng = np.random.default_rng(0)

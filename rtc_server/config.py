@@ -99,8 +99,14 @@ class MediaConfig:
     fps: int = 25
     # Portrait image path; default skimage.data.astronaut().
     portrait: str | None = None
+    # Where the portrait's warp runs: "cpu" (OpenCV) or "cuda" / "cuda:N" (torch, one CUDA
+    # graph per portrait: engines/face/gpu_warp.py); the paste and the mouth stay on the CPU.
+    render_device: str = "cpu"
 
     def __post_init__(self) -> None:
+        if self.render_device != "cpu" and not self.render_device.startswith("cuda"):
+            raise ValueError(f'render_device must be "cpu" or "cuda[:N]", got '
+                             f'{self.render_device!r}')
         if not (16 <= self.width <= 1920 and 16 <= self.height <= 1920):
             raise ValueError("width and height must be within 16..1920")
         if self.width % 2 or self.height % 2:

@@ -137,6 +137,8 @@ def gpu_problem(config: Config, cuda_available: Callable[[], bool]) -> str | Non
         wants.append(f'[face] device = "{config.face.device}"')
     if config.face.engine == "tensorrt":
         wants.append('[face] engine = "tensorrt"')
+    if config.media.render_device.startswith("cuda"):
+        wants.append(f'[media] render_device = "{config.media.render_device}"')
     if not wants or cuda_available():
         return None
     return (f"{', '.join(wants)} need a CUDA GPU, and torch sees none (torch.cuda.is_available() "

@@ -21,6 +21,7 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert (config.face.engine, config.face.device) == ("torch", "cuda") and enabled(config.face)
     assert config.face.batch_window_ms == 2.0 and config.face.max_batch == 64
     assert (config.asr.runtime, config.asr.device) == ("torch", "auto")
+    assert config.media.render_device == "cuda"
 
 
 def test_without_a_gpu_the_profile_stops_before_anything_loads(
@@ -39,6 +40,7 @@ def test_without_a_gpu_the_profile_stops_before_anything_loads(
     assert entry.main(["--config", str(PROFILE), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert '[llm] device = "cuda"' in err and '[face] device = "cuda"' in err
+    assert '[media] render_device = "cuda"' in err
     assert "torch sees none" in err
 
 
@@ -46,3 +48,12 @@ def test_the_check_passes_with_a_gpu_or_without_gpu_keys() -> None:
     config = load_config(PROFILE)
     assert gpu_problem(config, lambda: True) is None
     assert gpu_problem(load_config(None), lambda: False) is None
+
+
+def test_a_render_device_that_is_neither_cpu_nor_cuda_is_refused(tmp_path: Path) -> None:
+    from rtc_server.errors import ConfigError
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[media]\nrender_device = "gpu"\n')
+    with pytest.raises((ConfigError, ValueError), match="render_device"):
+        load_config(bad)

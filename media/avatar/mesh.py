@@ -56,6 +56,7 @@ class WarpMesh:
             raise InvalidMediaError(f"map step must be >= 1, got {step}")
         self.width, self.height = width, height
         self.step = step
+        self.fixed_point_steps = FIXED_POINT_STEPS
         lm = np.asarray(landmarks, dtype=np.float64)
         rigid = _rigid_points(lm)
         moving = np.concatenate([lm, rigid])
@@ -145,7 +146,7 @@ class WarpMesh:
         dv[: self.n_moving] = displacement
         field = np.asarray(self.weights @ dv, dtype=np.float32).reshape(gh, gw, 2)
         src = self.grid - field
-        for _ in range(FIXED_POINT_STEPS):
+        for _ in range(self.fixed_point_steps):
             # D at the current source estimate, in the grid's coordinates.
             at = (src - np.array([x0 + half, y0 + half], dtype=np.float32)) / np.float32(step)
             sampled = cv2.remap(field, at, None,  # type: ignore[call-overload]  # one xy map

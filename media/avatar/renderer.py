@@ -10,6 +10,9 @@ Contract:
 - `renderer.render(offsets, pose, blink) -> uint8 [H, W, 3]` draws one frame: offsets [68, 2]
   in the normalized face frame (`common.face_geometry`) or None for the rest face, a head pose
   and an eyelid closure. A new array every call.
+- `renderer.use_warp(warp)`: draw the warped region with `warp.warp(displacement)` (a `Warp`,
+  e.g. `engines.face.gpu_warp.TorchWarp` on a GPU, wired by the server) instead of the mesh's
+  map and cv2.remap here; the rest of the frame (the paste, the inner mouth) stays on the CPU.
 - `renderer.session(fps=25, seed=0) -> Avatar`: per-session idle life; `Avatar.frame(index,
   offsets)` renders frame `index` at time index / fps with blinks and head motion running
   whether it speaks or not (`offsets` None: idle); an `Avatar` is a `media.idle.FrameSource`.
@@ -18,6 +21,7 @@ Contract:
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -71,6 +75,12 @@ def closed_lips(landmarks: np.ndarray) -> np.ndarray:
     return rest
 
 
+class Warp(Protocol):
+    def warp(self, displacement: np.ndarray) -> np.ndarray:
+        """The mesh ROI's pixels uint8 [rh, rw, 3] for the moving vertices' displacement."""
+        ...
+
+
 class AvatarRenderer:
     def __init__(self, image: np.ndarray, landmarks: np.ndarray, width: int = 512,
                  height: int = 512, head_scale: float | None = HEAD_SCALE) -> None:
@@ -88,6 +98,11 @@ class AvatarRenderer:
         self.rest = closed_lips(self.landmarks)
         self.origin, self.rot, self.scale = face_frame(self.landmarks)
         self._pivot = self.landmarks[8].astype(np.float64) + self.rot[:, 1] * 0.6 * self.scale
+        self._warp: Warp | None = None  # None: the mesh's map and cv2.remap, here
+
+    def use_warp(self, warp: Warp | None) -> None:
+        """Warp the ROI with `warp` from now on (None: on the CPU again)."""
+        self._warp = warp
 
     def _targets(self, offsets: np.ndarray | None, pose: Pose, blink: float) -> np.ndarray:
         """Target positions of the mesh's moving vertices for one frame."""
@@ -114,11 +129,14 @@ class AvatarRenderer:
             raise InvalidMediaError(f"offsets must be [68, 2], got {np.shape(offsets)}")
         targets = self._targets(offsets, pose or Pose(), blink)
         displacement = targets - self.mesh.vertices[: self.mesh.n_moving]
-        src = self.mesh.source_map(displacement.astype(np.float32))
         frame = self.image.copy()
         x0, y0, x1, y1 = self.mesh.roi
-        frame[y0:y1, x0:x1] = cv2.remap(  # type: ignore[call-overload]  # one xy map
-            self.image, src, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        if self._warp is not None:
+            frame[y0:y1, x0:x1] = self._warp.warp(displacement.astype(np.float32))
+        else:
+            src = self.mesh.source_map(displacement.astype(np.float32))
+            frame[y0:y1, x0:x1] = cv2.remap(  # type: ignore[call-overload]  # one xy map
+                self.image, src, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         inner = targets[list(INNER_LIPS)]
         gap = float(np.mean([inner[lo - 60, 1] - inner[up - 60, 1]
                              for up, lo in INNER_LIP_PAIRS]))
