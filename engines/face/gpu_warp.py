@@ -136,6 +136,10 @@ class TorchWarp:
                 self._compute()
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(graph, stream=stream):
+        # "thread_local": a portrait uploaded mid-service is captured while the LLM's, the
+        # face model's and the other portraits' threads keep launching their work; the
+        # default ("global") would fail their calls for as long as this capture lasts.
+        with torch.inference_mode(), torch.cuda.graph(graph, stream=stream,
+                                                      capture_error_mode="thread_local"):
             self._compute()
         return graph
