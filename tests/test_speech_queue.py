@@ -31,11 +31,17 @@ async def _until_started(gate: Gate) -> None:
     assert await asyncio.to_thread(gate.running.acquire, True, 10.0)
 
 
+async def _busy(queue: SpeechQueue, gate: Gate, name: str = "busy") -> asyncio.Task[str]:
+    """A call holding the queue's (one) thread until `gate` is released, once it runs."""
+    task = asyncio.create_task(queue.run(0.0, gate, name))
+    await _until_started(gate)
+    return task
+
+
 async def test_the_chunk_due_first_goes_first() -> None:
     with ThreadPoolExecutor(1) as pool:
         queue, gate = SpeechQueue(pool, 1), Gate()
-        busy = asyncio.create_task(queue.run(0.0, gate, "busy"))
-        await _until_started(gate)
+        busy = await _busy(queue, gate)
         later = asyncio.create_task(queue.run(2.0, gate, "second chunk, 2 s of audio ahead"))
         await asyncio.sleep(0)
         first = asyncio.create_task(queue.run(0.0, gate, "another session's first chunk"))
@@ -64,8 +70,7 @@ async def test_same_due_keeps_arrival_order_and_width_is_respected() -> None:
 async def test_a_cancelled_waiter_never_runs_and_passes_its_turn_on() -> None:
     with ThreadPoolExecutor(1) as pool:
         queue, gate = SpeechQueue(pool, 1), Gate()
-        busy = asyncio.create_task(queue.run(0.0, gate, "busy"))
-        await _until_started(gate)
+        busy = await _busy(queue, gate)
         gone = asyncio.create_task(queue.run(0.0, gate, "gone"))
         kept = asyncio.create_task(queue.run(1.0, gate, "kept"))
         await asyncio.sleep(0)
@@ -80,8 +85,7 @@ async def test_a_cancelled_waiter_never_runs_and_passes_its_turn_on() -> None:
 async def test_a_cancelled_runner_holds_its_thread_until_it_returns() -> None:
     with ThreadPoolExecutor(2) as pool:
         queue, gate = SpeechQueue(pool, 1), Gate()
-        running = asyncio.create_task(queue.run(0.0, gate, "cancelled while running"))
-        await _until_started(gate)
+        running = await _busy(queue, gate, "cancelled while running")
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
@@ -106,8 +110,7 @@ async def test_a_failing_call_raises_to_its_caller_and_frees_its_thread() -> Non
 async def test_on_start_is_called_as_the_call_gets_its_thread() -> None:
     with ThreadPoolExecutor(1) as pool:
         queue, gate, marks = SpeechQueue(pool, 1), Gate(), []
-        busy = asyncio.create_task(queue.run(0.0, gate, "busy"))
-        await _until_started(gate)
+        busy = await _busy(queue, gate)
         waiting = asyncio.create_task(
             queue.run(0.0, gate, "waiting", on_start=lambda: marks.append(len(gate.started))))
         await asyncio.sleep(0.05)

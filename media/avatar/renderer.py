@@ -128,13 +128,13 @@ class AvatarRenderer:
         if offsets is not None and np.shape(offsets) != (68, 2):
             raise InvalidMediaError(f"offsets must be [68, 2], got {np.shape(offsets)}")
         targets = self._targets(offsets, pose or Pose(), blink)
-        displacement = targets - self.mesh.vertices[: self.mesh.n_moving]
+        displacement = (targets - self.mesh.vertices[: self.mesh.n_moving]).astype(np.float32)
         frame = self.image.copy()
         x0, y0, x1, y1 = self.mesh.roi
         if self._warp is not None:
-            frame[y0:y1, x0:x1] = self._warp.warp(displacement.astype(np.float32))
+            frame[y0:y1, x0:x1] = self._warp.warp(displacement)
         else:
-            src = self.mesh.source_map(displacement.astype(np.float32))
+            src = self.mesh.source_map(displacement)
             frame[y0:y1, x0:x1] = cv2.remap(  # type: ignore[call-overload]  # one xy map
                 self.image, src, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         inner = targets[list(INNER_LIPS)]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from skimage import data
 
-from common.face_geometry import PARAMS, params_to_offsets
 from engines.face.errors import InvalidInputError
 from engines.face.gpu_warp import TorchWarp
 from engines.portrait import detect_portrait_landmarks
 from media.avatar import AvatarRenderer, Pose
+from tests.support.faces import offsets
 
 pytest.importorskip("torch")
 
@@ -26,13 +26,6 @@ def renderers() -> tuple[AvatarRenderer, AvatarRenderer]:
     return on_cpu, in_torch
 
 
-def _offsets(values: dict[str, float]) -> np.ndarray:
-    params = np.zeros((1, len(PARAMS)), np.float32)
-    for name, v in values.items():
-        params[0, PARAMS.index(name)] = v
-    return params_to_offsets(params)[0]
-
-
 def test_torch_warp_draws_what_cv2_draws(renderers: tuple[AvatarRenderer, AvatarRenderer]) -> None:
     on_cpu, in_torch = renderers
     x0, y0, x1, y1 = on_cpu.mesh.roi
@@ -42,8 +35,8 @@ def test_torch_warp_draws_what_cv2_draws(renderers: tuple[AvatarRenderer, Avatar
         values = dict(zip(("open", "jaw", "width", "round"), rng.uniform(0, 1, 4), strict=True))
         pose = Pose(roll_deg=float(rng.uniform(-2, 2)), dx=float(rng.uniform(-0.03, 0.03)),
                     dy=float(rng.uniform(-0.02, 0.02)))
-        offsets, blink = _offsets(values), float(rng.uniform(0, 1))
-        a, b = on_cpu.render(offsets, pose, blink), in_torch.render(offsets, pose, blink)
+        lips, blink = offsets(**values), float(rng.uniform(0, 1))
+        a, b = on_cpu.render(lips, pose, blink), in_torch.render(lips, pose, blink)
         rest = on_cpu.render()
         moved_any |= bool(np.abs(a.astype(np.int16) - rest.astype(np.int16)).max() > 50)
         diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).max(-1)

@@ -9,26 +9,19 @@ import numpy as np
 import pytest
 from skimage import data
 
-from common.face_geometry import PARAMS, params_to_offsets
 from engines.portrait import detect_portrait_landmarks
 from media.avatar import AvatarRenderer, Pose
 from media.avatar.mesh import MAP_STEP, WarpMesh
 from media.avatar.motion import IdleMotion
 from media.avatar.video import write_mp4
 from media.errors import InvalidMediaError
+from tests.support.faces import offsets as _offsets
 
 
 @pytest.fixture(scope="module")
 def renderer() -> AvatarRenderer:
     image = np.ascontiguousarray(data.astronaut())
     return AvatarRenderer(image, detect_portrait_landmarks(image))
-
-
-def _offsets(**values: float) -> np.ndarray:
-    params = np.zeros((1, len(PARAMS)), np.float32)
-    for name, v in values.items():
-        params[0, PARAMS.index(name)] = v
-    return params_to_offsets(params)[0]
 
 
 def _box(renderer: AvatarRenderer, idx: slice, pad: float) -> tuple[slice, slice]:
