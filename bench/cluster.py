@@ -96,6 +96,7 @@ from rtc_server.cluster.local import (  # noqa: E402
     share_cores,
     start_llm_server,
 )
+from rtc_server.cluster.mps import mps_server  # noqa: E402
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.conversation import (  # noqa: E402
@@ -256,9 +257,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         llm = await llm_keys(args, stack, log_dir)
         config_path = log_dir / "cluster.toml"
         config_path.write_text(worker_toml(args, llm))
+        worker_env = (await stack.enter_async_context(
+            mps_server(Path(tempfile.mkdtemp(prefix="rtc-mps-")))) if args.mps else None)
         cluster = await stack.enter_async_context(run_cluster(
             log_dir, config_path, SECRET, workers=args.workers, redis_server=args.redis_server,
-            worker_cpus=worker_cpus))
+            worker_cpus=worker_cpus, worker_env=worker_env))
         log.info("cluster up (logs in %s)", log_dir)
         sdp = await probe_sdp() if args.offers or args.drill else ""
         results: dict[str, Any] = {"offers": await offer_latency(cluster, args.offers, sdp)}
@@ -365,6 +368,9 @@ def main() -> int:
     parser.add_argument("--pin-workers", action="store_true",
                         help="each worker on its own cores (rtc_server.cluster.local."
                              "share_cores), the rest for the gateway, redis and the peers")
+    parser.add_argument("--mps", action="store_true",
+                        help="the workers' CUDA work through one MPS server of their own "
+                             "(rtc_server.cluster.mps; a GPU profile's workers on one GPU)")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--height", type=int, default=512)
     parser.add_argument("--fps", type=int, default=25)

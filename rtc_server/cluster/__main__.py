@@ -32,6 +32,7 @@ from rtc_server.cluster.local import (
     start_coturn,
     start_llm_server,
 )
+from rtc_server.cluster.mps import MpsUnavailable, mps_server
 
 logger = logging.getLogger("rtc_server.cluster")
 
@@ -60,6 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--llm-command",
                         help="any OpenAI-compatible server; {port} is replaced by its port")
     parser.add_argument("--no-turn", action="store_true", help="do not start coturn")
+    parser.add_argument("--mps", action="store_true",
+                        help="the workers' CUDA work through one NVIDIA MPS server of their "
+                             "own (several GPU workers on one GPU; rtc_server.cluster.mps)")
     parser.add_argument("--log-dir", help="default: a new temporary directory")
     return parser.parse_args(argv)
 
@@ -89,9 +93,15 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                                              turn=turn, llm=llm))
         config_path.chmod(0o600)  # it holds the TURN secret
         secret = secrets.token_urlsafe(24)
+        worker_env = None
+        if args.mps:
+            worker_env = await stack.enter_async_context(
+                mps_server(Path(tempfile.mkdtemp(prefix="rtc-mps-"))))
+            print(f"MPS         {worker_env['CUDA_MPS_PIPE_DIRECTORY']}", flush=True)
         cluster = await stack.enter_async_context(run_cluster(
             log_dir, config_path, secret, workers=args.workers, gateway_port=args.port,
             worker_ports=tuple(args.port + 1 + i for i in range(args.workers)),
+            worker_env=worker_env,
         ))
         print(f"redis       {cluster.redis_url}", flush=True)
         for _, url in cluster.workers:
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         asyncio.run(run(args, log_dir))
-    except ChildFailed as exc:
+    except (ChildFailed, MpsUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

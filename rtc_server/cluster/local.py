@@ -235,13 +235,14 @@ async def start_llm_server(log_dir: Path, argv: list[str]) -> Child:
 async def start_worker(
     log_dir: Path, name: str, config_path: Path, redis_url: str, secret: str, *,
     port: int = 0, timeout_s: float = 600.0, extra: tuple[str, ...] = (),
-    cpus: frozenset[int] | None = None,
+    cpus: frozenset[int] | None = None, env: dict[str, str] | None = None,
 ) -> tuple[Child, str]:
-    """`python -m rtc_server --role worker`; returns it and its URL once it has registered."""
+    """`python -m rtc_server --role worker`; returns it and its URL once it has registered.
+    `env`: more environment for it (e.g. `rtc_server.cluster.mps`'s)."""
     argv = [sys.executable, "-m", "rtc_server", "--role", "worker", "--config", str(config_path),
             "--redis", redis_url, "--port", str(port), *extra]
     child = await start_child(name, argv, "rtc-avatar worker", log_dir, timeout_s=timeout_s,
-                              env={"RTC_CLUSTER_SECRET": secret}, cpus=cpus)
+                              env={**(env or {}), "RTC_CLUSTER_SECRET": secret}, cpus=cpus)
     return child, child.ready_line.rsplit(" at ", 1)[1].rstrip("/")
 
 
@@ -270,18 +271,19 @@ async def run_cluster(
     log_dir: Path, config_path: Path, secret: str, *, workers: int = 2, gateway_port: int = 0,
     worker_ports: tuple[int, ...] = (), worker_timeout_s: float = 600.0,
     redis_server: str = "redis-server", worker_cpus: Sequence[frozenset[int]] = (),
+    worker_env: dict[str, str] | None = None,
 ) -> AsyncIterator[RunningCluster]:
     """redis-server (`redis_server`: its name or path), `workers` workers (started together;
-    worker i on the cores `worker_cpus[i]` when given, `share_cores`) and a gateway on one
-    config file; everything is stopped on exit (workers with SIGINT: their sessions close at
-    once)."""
+    worker i on the cores `worker_cpus[i]` when given, `share_cores`; `worker_env` added to
+    their environment) and a gateway on one config file; everything is stopped on exit
+    (workers with SIGINT: their sessions close at once)."""
     async with AsyncExitStack() as stack:
         redis, redis_url = await start_redis(log_dir, program=redis_server)
         stack.push_async_callback(redis.stop)
         ports = worker_ports or (0,) * workers
         started = await asyncio.gather(*(
             start_worker(log_dir, f"worker{i}", config_path, redis_url, secret, port=port,
-                         timeout_s=worker_timeout_s,
+                         timeout_s=worker_timeout_s, env=worker_env,
                          cpus=worker_cpus[i] if i < len(worker_cpus) else None)
             for i, port in enumerate(ports)
         ), return_exceptions=True)
