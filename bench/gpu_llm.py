@@ -13,18 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.gpu_stages import Row
+from bench.llm_shapes import SHAPES
 from bench.stats import pct
 from engines.llm import ChatMessage
 from engines.llm.prompt import PromptBuilder
 
-SHAPES: dict[str, dict[str, Any]] = {  # Qwen2.5 shapes (the published configs)
-    "0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-             "num_attention_heads": 14, "num_key_value_heads": 2, "tie_word_embeddings": True},
-    "1.5b": {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-             "num_attention_heads": 12, "num_key_value_heads": 2, "tie_word_embeddings": True},
-    "3b": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
-           "num_attention_heads": 16, "num_key_value_heads": 2, "tie_word_embeddings": True},
-}
 QUESTIONS = (
     "Hi, how are you doing today?", "Can you recommend a good book for the weekend?",
     "What's a quick healthy breakfast idea?", "How do I stay focused when working from home?",
