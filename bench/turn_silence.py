@@ -3,7 +3,12 @@ Whisper's probability for the final mark and the verdict (`engines.turn.policy`)
 N ms of silence, for several N.
 
     .venv/bin/python bench/turn_silence.py [--silences 160,200,300,400,600] [--voice piper]
-        [--questions "Who wrote Romeo and Juliet?|..."]
+        [--voice-name am_michael] [--questions "Who wrote Romeo and Juliet?|..." |
+         --questions-file bench/questions_heldout.txt | --prefixes]
+
+`--prefixes`: instead of questions, the words before each mid-sentence pause of
+testkit.pauses' PAUSE_QUESTIONS, cut from the whole sentence as the voice said it (what the
+turn must not end on; piper or espeak): each row adds the transcript Whisper wrote.
 
 Why: on the H200 the same questions waited for more silence in every run (bench/RESULTS.md,
 section gpu); this says which signal was unsure and whether silence alone changes it (the
@@ -27,7 +32,7 @@ from engines.asr.base import PauseText  # noqa: E402
 from engines.asr.whisper import load_runner  # noqa: E402
 from engines.turn import TurnConfig, load_turn_model  # noqa: E402
 from engines.turn.policy import complete_after_ms  # noqa: E402
-from testkit.pauses import COMPLETE_QUESTIONS  # noqa: E402
+from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
 from testkit.speech import synth, voiced_bounds  # noqa: E402
 
 SR = 16000
@@ -37,11 +42,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--silences", default="160,200,300,400,600", help="ms, comma-separated")
     parser.add_argument("--voice", default="piper", help="testkit.speech engine")
+    parser.add_argument("--voice-name", help="that engine's voice (e.g. kokoro's am_michael)")
+    parser.add_argument("--questions-file", help="one question a line ('#' comments)")
     parser.add_argument("--questions", help="'|'-separated (default: testkit.pauses' complete)")
+    parser.add_argument("--prefixes", action="store_true",
+                        help="the paused questions' words before their pause (not a turn end)")
     parser.add_argument("--pause-ms", type=int, default=200, help="[vad] pause_ms")
     args = parser.parse_args()
     silences = [int(s) for s in args.silences.split(",")]
-    questions = args.questions.split("|") if args.questions else list(COMPLETE_QUESTIONS)
+    if args.prefixes:
+        questions = [prefix for prefix, _ in PAUSE_QUESTIONS]
+    elif args.questions_file:
+        lines = Path(args.questions_file).read_text(encoding="utf-8").splitlines()
+        questions = [q.strip() for q in lines if q.strip() and not q.startswith("#")]
+    else:
+        questions = args.questions.split("|") if args.questions else list(COMPLETE_QUESTIONS)
     turn = TurnConfig()
     model = load_turn_model(turn)
     assert model is not None
@@ -50,20 +65,27 @@ def main() -> None:
                                        for ms in silences) + " |")
     print("|---|" + "---|" * len(silences))
     room = np.zeros(SR // 2, np.int16)
-    for question in questions:
-        speech = synth(question, args.voice)
-        first, last = voiced_bounds(speech)
+    for k, question in enumerate(questions):
+        if args.prefixes:
+            paused = paused_question(*PAUSE_QUESTIONS[k], 0.7, args.voice)
+            voiced = paused.pcm[: int(paused.pause_start * SR)]
+        else:
+            speech = synth(question, args.voice, voice=args.voice_name)
+            first, last = voiced_bounds(speech)
+            voiced = speech[first:last]
         cells = []
+        heard = ""
         for ms in silences:
-            audio = np.concatenate([room, speech[first:last], np.zeros(SR * ms // 1000, np.int16)])
+            audio = np.concatenate([room, voiced, np.zeros(SR * ms // 1000, np.int16)])
             probability = model.complete_probability(audio)
             decoded = runner.decode(audio)
-            after = complete_after_ms(probability, PauseText(runner.accept(decoded),
-                                                             decoded.end_probability),
+            heard = runner.accept(decoded)
+            after = complete_after_ms(probability, PauseText(heard, decoded.end_probability),
                                       turn, args.pause_ms)
             ends = "limit" if after is None else f"{after:.0f}"
             cells.append(f"{probability:.2f} / {decoded.end_probability:.2f} / {ends}")
-        print(f"| {question} | " + " | ".join(cells) + " |", flush=True)
+        label = f"{question} (heard {heard.strip()!r})" if args.prefixes else question
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

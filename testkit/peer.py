@@ -109,7 +109,7 @@ class LoopbackPeer:
         *,
         microphone: PcmMicrophone | None = None,
         token: str | None = None,
-        video_summary: Callable[[np.ndarray], Any] = mean_luma,
+        video_summary: Callable[[np.ndarray], Any] | None = mean_luma,
         portrait_id: str | None = None,
         send_audio: bool = True,
         configuration: RTCConfiguration | None = None,
@@ -213,10 +213,11 @@ class LoopbackPeer:
                 frame = await track.recv()
                 now = time.monotonic()
                 assert isinstance(frame, av.VideoFrame)
-                image = frame.to_ndarray(format="rgb24")
-                self.received.video_size = (image.shape[1], image.shape[0])
+                self.received.video_size = (frame.width, frame.height)
                 self.received.video_arrival.append(now)
-                self.received.video.append(self.video_summary(image))
+                if self.video_summary is not None:  # None: arrivals only, no RGB conversion
+                    image = frame.to_ndarray(format="rgb24")
+                    self.received.video.append(self.video_summary(image))
         except MediaStreamError:
             pass
 
