@@ -49,7 +49,13 @@ import numpy as np
 from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn import TurnConfig, TurnModel
-from engines.turn.policy import complete_after_ms, recheck_at_ms, sure_early
+from engines.turn.policy import (
+    complete_after_ms,
+    recheck_at_ms,
+    recheck_window,
+    rechecked_after_ms,
+    sure_early,
+)
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 from media.clock import MediaClock
@@ -106,7 +112,6 @@ class _Pause:
     text: PauseText | None = None
     decided: bool = False  # the evidence is in: `after_ms` holds the verdict
     after_ms: float | None = None  # the silence that ends the turn (None: the long limit)
-    recheck_ms: float | None = None  # the silence at which to ask the turn model again
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS, clock times
 
 
@@ -184,7 +189,6 @@ class Hearing:
             self._voice()
             pause = self._pause
             if pause is not None and pause.after_ms is not None:
-                self._recheck(pause)
                 self._decide(pause)  # the silence may have grown to what the evidence asks
 
     @property
@@ -331,8 +335,13 @@ class Hearing:
             if pause.after_ms is not None:
                 voice_end = self._push_clock - self._endpointer.trailing_silence_ms / 1000
                 pause.marks["turn_asked"] = voice_end + pause.after_ms / 1000
-                pause.recheck_ms = recheck_at_ms(pause.probability, pause.after_ms, self._turn,
-                                                 self._pause_ms)
+                at = recheck_at_ms(pause.probability, pause.after_ms, self._turn,
+                                   self._pause_ms)
+                if at is not None:  # asked now, with the silence up to `at` made up
+                    silence = self._endpointer.trailing_silence_ms
+                    audio = recheck_window(self._endpointer.turn_audio(), silence, at)
+                    self._tasks.spawn(f"turn-again-{pause.pause_id}",
+                                      self._check_again(pause, audio, at))
         if pause.after_ms is None or self._endpointer.trailing_silence_ms < pause.after_ms:
             return
         pause.after_ms = None
@@ -340,16 +349,10 @@ class Hearing:
         if ended is not None:
             self._handle(ended, _NO_AUDIO)
 
-    def _recheck(self, pause: _Pause) -> None:
-        """Ask the turn model again once the silence reaches `pause.recheck_ms` (`[turn]
-        recheck_ms`), on the window with that silence."""
-        if pause.recheck_ms is None or self._endpointer.trailing_silence_ms < pause.recheck_ms:
-            return
-        pause.recheck_ms = None
-        audio = self._endpointer.turn_audio()
-        self._tasks.spawn(f"turn-again-{pause.pause_id}", self._check_again(pause, audio))
-
-    async def _check_again(self, pause: _Pause, audio: np.ndarray) -> None:
+    async def _check_again(self, pause: _Pause, audio: np.ndarray, at: float) -> None:
+        """`[turn] recheck_ms`: the turn model on the window with `at` ms of silence (made up
+        where not heard yet: `recheck_window`); the sooner of the two verdicts, not before
+        `at`."""
         assert self._model is not None
         loop = asyncio.get_running_loop()
         try:
@@ -361,7 +364,7 @@ class Hearing:
         if self._pause is not pause or pause.after_ms is None:
             return  # resumed, ended, or its verdict reached already
         pause.marks["turn_again"] = self._clock.time()
-        again = complete_after_ms(probability, pause.text, self._turn, self._pause_ms)
+        again = rechecked_after_ms(probability, pause.text, self._turn, self._pause_ms, at)
         logger.debug("pause %d asked again: p=%.2f -> complete after %s ms", pause.pause_id,
                      probability, again)
         if again is not None and again < pause.after_ms:

@@ -497,21 +497,32 @@ async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_soo
     rigs: list[Rig],
 ) -> None:
     """`[turn] recheck_ms`: p = 0.3 at the pause asks for 200 + 0.4 * 1000 = 600 ms of
-    silence; asked again at 300 ms on the window with that silence, p = 0.9 ends the turn
-    there. A second answer no surer leaves the first verdict."""
+    silence; asked again at once on the window with 300 ms of silence (the missing 100 ms
+    made up), p = 0.9 ends the turn when the real silence reaches 300 ms, not before. A
+    second answer no surer leaves the first verdict."""
     turn = TurnConfig(check_ahead=False, recheck_ms=100)
     model = FakeTurnModel([0.3, 0.9])
-    r = await paused(rig(rigs, ["What time is it?"], model, turn))
-    r.quiet(0.1)  # 300 ms: asked again
+    r = rig(rigs, ["What time is it?"], model, turn)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)  # the pause
+    await until(lambda: model.answered == 2)  # asked again before any more silence
+    await no_final_yet(r)
+    r.quiet(0.08)  # 280 ms: the second verdict says 300
+    await no_final_yet(r)
+    r.quiet(0.02)  # 300 ms
     await asyncio.wait_for(r.listener.final.wait(), 3)
-    assert model.calls == 2 and model.sizes[1] == model.sizes[0] + int(0.1 * SR)
+    assert model.sizes[1] == model.sizes[0] + int(0.1 * SR)
     marks = r.listener.finals[0].marks
     assert marks["pause"] <= marks["turn_model"] <= marks["turn_again"]
 
     same = FakeTurnModel([0.3, 0.2])
-    slow = await paused(rig(rigs, ["What time is it?"], same, turn))
-    slow.quiet(0.36)  # 560 ms
+    slow = rig(rigs, ["What time is it?"], same, turn)
+    slow.quiet(0.3)
+    slow.say(1.0)
+    slow.quiet(0.2)
     await until(lambda: same.answered == 2)
+    slow.quiet(0.36)  # 560 ms
     await no_final_yet(slow)
     slow.quiet(0.06)  # 620 ms
     await asyncio.wait_for(slow.listener.final.wait(), 3)

@@ -27,7 +27,13 @@ from engines.asr.ahead import DecodeAhead
 from engines.asr.base import AsrStream, PauseText, StreamingASR
 from engines.turn.base import TurnModel
 from engines.turn.config import TurnConfig
-from engines.turn.policy import complete_after_ms, recheck_at_ms, sure_early
+from engines.turn.policy import (
+    complete_after_ms,
+    recheck_at_ms,
+    recheck_window,
+    rechecked_after_ms,
+    sure_early,
+)
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -79,7 +85,6 @@ class _Listener:
         self._pause_ms = vad.pause_ms
         self._early: float | None = None  # the turn model's probability asked ahead
         self._due: tuple[int, float] | None = None  # (pause id, silence in ms that ends it)
-        self._recheck: float | None = None  # the silence (ms) to ask the turn model again at
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
@@ -88,8 +93,6 @@ class _Listener:
             self._handle(event, frame)
         elif self._due is not None and self._paused:
             pause_id, after = self._due
-            if self._recheck is not None and self._endpointer.trailing_silence_ms >= self._recheck:
-                after = self._asked_again(pause_id, after)
             if self._endpointer.trailing_silence_ms >= after:
                 self._due = None
                 ended = self._endpointer.verdict(pause_id, True)
@@ -125,7 +128,7 @@ class _Listener:
         if isinstance(event, events.SpeechStarted):
             self.close()
             self._stream, self._paused, self._early = self._asr.open(), False, None
-            self._due, self._recheck = None, None
+            self._due = None
             self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
             self._feed(event.audio)
@@ -134,7 +137,7 @@ class _Listener:
             utterance.voice_end, utterance.ended_at, utterance.reason = event.t, now, event.reason
             self.close()
         elif isinstance(event, events.SpeechResumed):
-            self._paused, self._early, self._due, self._recheck = False, None, None, None
+            self._paused, self._early, self._due = False, None, None
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
             self._feed(frame, partial=False)
@@ -175,7 +178,9 @@ class _Listener:
         if after is not None and not complete:
             self._due = (event.pause_id, after)
             assert probability is not None
-            self._recheck = recheck_at_ms(probability, after, self._turn, self._pause_ms)
+            at = recheck_at_ms(probability, after, self._turn, self._pause_ms)
+            if at is not None:
+                self._asked_again(event.pause_id, after, at)
         ended = self._endpointer.verdict(event.pause_id, complete)
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
@@ -191,22 +196,21 @@ class _Listener:
         ))
         self._handle(ended, np.zeros(0, np.int16))
 
-    def _asked_again(self, pause_id: int, after: float) -> float:
-        """The recheck: the turn model on the window with the silence so far; the sooner of
-        the two verdicts."""
+    def _asked_again(self, pause_id: int, after: float, at: float) -> None:
+        """The recheck, asked at the pause as the server asks it: the turn model on the
+        window with the silence up to `at` made up (`recheck_window`); the sooner of the two
+        verdicts, not before `at`."""
         assert self._model is not None
-        self._recheck = None
         check = self.utterances[-1].pauses[-1]
-        check.recheck_probability = self._model.complete_probability(
-            self._endpointer.turn_audio())
-        again = complete_after_ms(check.recheck_probability,
-                                  PauseText(check.text, check.end_probability), self._turn,
-                                  self._pause_ms)
+        window = recheck_window(self._endpointer.turn_audio(),
+                                self._endpointer.trailing_silence_ms, at)
+        check.recheck_probability = self._model.complete_probability(window)
+        again = rechecked_after_ms(check.recheck_probability,
+                                   PauseText(check.text, check.end_probability), self._turn,
+                                   self._pause_ms, at)
         if again is not None and again < after:
-            after = check.complete_after_ms = again
-            self._due = (pause_id, after)
-        return after
-
+            check.complete_after_ms = again
+            self._due = (pause_id, again)
 
 def listen(
     audio: np.ndarray,

@@ -27,8 +27,9 @@ class TurnConfig:
     sentence_end_span: float = 0.15
     check_ahead: bool = True  # ask the model with the early pause decode ([vad] decode_ahead_ms)
     # When Smart Turn was the unsure part of a pause's verdict (at or below `threshold`), ask
-    # it once more after this much more silence, on the window with that silence, and keep
-    # the sooner of the two verdicts (policy.py, `recheck_at_ms`); 0 = never
+    # it once more for this much more silence (at once, the missing silence made up:
+    # policy.py `recheck_window`) and keep the sooner of the two verdicts, not before that
+    # silence (policy.py, `recheck_at_ms`); 0 = never
     recheck_ms: int = 0
     # Above 0: end the turn at the early pause decode (`[vad] decode_ahead_ms` of silence, not
     # `pause_ms`) when Smart Turn and the ASR's final mark are both at least this sure and the

@@ -22,6 +22,8 @@ from engines.turn.policy import (
     is_complete,
     reads_finished,
     recheck_at_ms,
+    recheck_window,
+    rechecked_after_ms,
     sure_early,
 )
 from engines.turn.smart_turn import SmartTurnModel
@@ -189,6 +191,28 @@ def test_the_turn_model_is_asked_again_only_where_more_silence_can_change_the_ve
     assert recheck_at_ms(0.9, unsure_text, config, 200) is None
     assert recheck_at_ms(0.3, None, config, 200) is None  # not finished text: the long limit
     assert recheck_at_ms(0.48, 240.0, config, 200) is None  # ends before it would be asked
+
+
+def test_the_recheck_is_asked_early_with_its_silence_made_up_but_ends_no_sooner() -> None:
+    """At the pause (220 ms of silence heard) the recheck for 300 ms gets 80 ms more: a copy
+    of the latest 80 ms of the silence; with only 100 ms heard, its latter 50 ms repeated; a
+    verdict of "at the pause" then still waits for 300."""
+    voice = np.arange(16000, dtype=np.int16)
+    silence = (np.arange(3520) % 7 - 3).astype(np.int16)  # 220 ms of room noise
+    window = np.concatenate([voice, silence])
+    padded = recheck_window(window, 220, 300)
+    assert padded.size == window.size + 1280  # 80 ms
+    assert np.array_equal(padded[: window.size], window)
+    assert np.array_equal(padded[window.size:], silence[-1280:])
+    short = np.concatenate([voice, silence[:1600]])  # 100 ms heard
+    assert np.array_equal(recheck_window(short, 100, 300)[short.size:],
+                          np.resize(silence[800:1600], 3200))  # not the word's tail
+    assert recheck_window(window, 320, 300) is window  # the silence is there: nothing made up
+    config = TurnConfig(patience_ms=1000, recheck_ms=100)
+    sure = PauseText("What time is it?", 0.95)
+    assert rechecked_after_ms(0.9, sure, config, 200, 300) == 300  # not at 200
+    assert rechecked_after_ms(0.3, sure, config, 200, 300) == pytest.approx(600)
+    assert rechecked_after_ms(0.9, PauseText("I'd like to", 0.9), config, 200, 300) is None
 
 
 @pytest.mark.parametrize(
