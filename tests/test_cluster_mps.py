@@ -4,6 +4,7 @@ on the H200 (bench/RESULTS.md, section gpu)."""
 
 from __future__ import annotations
 
+import functools
 import stat
 import sys
 from pathlib import Path
@@ -79,3 +80,21 @@ async def test_a_child_gets_the_servers_environment(tmp_path: Path) -> None:
             assert child.ready_line == f"ready {env['CUDA_MPS_PIPE_DIRECTORY']}"
         finally:
             await child.stop()
+
+
+def test_the_cluster_cli_refuses_mps_without_the_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`python -m rtc_server.cluster --mps` on a machine without NVIDIA's utilities: a clear
+    error before any worker starts, not a cluster on time-sliced contexts."""
+    from rtc_server.cluster.__main__ import main
+    from rtc_server.cluster.local import have
+
+    if not have("redis-server"):
+        pytest.skip("redis-server is not installed (make test installs it)")
+    monkeypatch.setattr("rtc_server.cluster.__main__.mps_server",
+                        functools.partial(mps_server, program="no-such-mps-control"))
+    code = main(["--mode", "echo", "--no-turn", "--mps", "--log-dir", str(tmp_path)])
+    assert code == 1
+    assert "no-such-mps-control not found" in capsys.readouterr().err
+    assert not list(tmp_path.glob("worker*.log"))
