@@ -18,6 +18,7 @@ The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a r
 
     .venv/bin/python bench/asr.py [--sections wer,turn,realtime] [--model base|tiny.en]
         [--pause-ms 200] [--decode-ahead-ms 80] [--turn smart-turn-v3.2|none]
+        [--turn-runtime onnxruntime|torch] [--turn-device cpu|cuda]
         [--human-dir DIR] [--limit N]
 """
 
@@ -253,6 +254,9 @@ def main() -> None:
     parser.add_argument("--sections", default="wer,turn,realtime")
     parser.add_argument("--model", default="base", help="base | tiny.en | a directory")
     parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
+    parser.add_argument("--turn-runtime", default=TurnConfig.runtime,
+                        help="turn.runtime: onnxruntime | torch (the same weights, float32)")
+    parser.add_argument("--turn-device", default=TurnConfig.device, help="turn.device (torch)")
     parser.add_argument("--text-check", default="on", choices=("on", "off"))
     parser.add_argument("--check-ahead", default="on", choices=("on", "off"),
                         help="turn.check_ahead: ask the turn model with the early decode")
@@ -276,7 +280,8 @@ def main() -> None:
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
-                      early_end_confidence=args.early_end_confidence)
+                      early_end_confidence=args.early_end_confidence,
+                      runtime=args.turn_runtime, device=args.turn_device)
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
@@ -285,7 +290,8 @@ def main() -> None:
 
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} (text check "
+          f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} "
+          f"({args.turn_runtime} on {args.turn_device}; text check "
           f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "
           f"ms over a sentence-end span of {args.sentence_end_span}, asked again "
           f"{args.recheck_ms} ms after the pause, early end at {args.early_end_confidence}), "

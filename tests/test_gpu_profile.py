@@ -57,3 +57,19 @@ def test_a_render_device_that_is_neither_cpu_nor_cuda_is_refused(tmp_path: Path)
     bad.write_text('[media]\nrender_device = "gpu"\n')
     with pytest.raises((ConfigError, ValueError), match="render_device"):
         load_config(bad)
+
+
+def test_the_turn_model_on_a_gpu_is_part_of_the_check(tmp_path: Path) -> None:
+    """`[turn] runtime = "torch"` on `cuda`: named by the start-up check where torch sees no
+    GPU; a device without the torch runtime is refused when the file is read."""
+    from rtc_server.errors import ConfigError
+
+    on_gpu = tmp_path / "turn.toml"
+    on_gpu.write_text('[turn]\nruntime = "torch"\ndevice = "cuda"\n')
+    problem = gpu_problem(load_config(on_gpu), lambda: False)
+    assert problem is not None and '[turn] device = "cuda"' in problem
+    assert gpu_problem(load_config(on_gpu), lambda: True) is None
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[turn]\ndevice = "cuda"\n')  # onnxruntime: the CPU only
+    with pytest.raises((ConfigError, ValueError), match="runtime"):
+        load_config(bad)

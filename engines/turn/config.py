@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from engines.turn.errors import InvalidTurnConfigError
 
 MODELS = ("smart-turn-v3.2", "none")
+RUNTIMES = ("onnxruntime", "torch")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class TurnConfig:
     early_end_confidence: float = 0.0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
+    # "torch": the same file's weights in torch, float32 (engines/turn/smart_turn_torch.py),
+    # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one)
+    runtime: str = "onnxruntime"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -55,6 +60,14 @@ class TurnConfig:
             raise InvalidTurnConfigError("max_silence_ms must be within 100..10000")
         if self.threads < 1:
             raise InvalidTurnConfigError("threads must be >= 1")
+        if self.runtime not in RUNTIMES:
+            raise InvalidTurnConfigError(f"unknown turn runtime {self.runtime!r}; one of "
+                                         f"{RUNTIMES}")
+        if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
+            raise InvalidTurnConfigError(f"turn device {self.device!r}: cpu, cuda[:N] or auto")
+        if self.device != "cpu" and self.runtime != "torch":
+            raise InvalidTurnConfigError("[turn] device needs runtime = \"torch\" "
+                                         "(onnxruntime runs Smart Turn on the CPU)")
 
     @property
     def enabled(self) -> bool:

@@ -70,6 +70,17 @@ def _load_features() -> Callable[..., np.ndarray]:
     return extract
 
 
+def model_input(features: Callable[..., np.ndarray], pcm16k: np.ndarray) -> np.ndarray:
+    """The model's `input_features` [1, 80, 800] for `pcm16k`: its last 8 s, zero-padded in
+    front, as pipecat's analyzer feeds it (both runtimes)."""
+    window = int(WINDOW_S * SAMPLE_RATE)
+    pcm = check_pcm16(pcm16k, InvalidInputError)[-window:]
+    audio = np.zeros(window, dtype=np.float32)
+    if pcm.size:
+        audio[-pcm.size:] = pcm.astype(np.float32) / 32768.0
+    return np.ascontiguousarray(features(audio, do_normalize=True)[None])
+
+
 class SmartTurnModel:
     """A loaded Smart Turn v3 ONNX model (see module docstring)."""
 
@@ -90,14 +101,9 @@ class SmartTurnModel:
                 )
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise TurnModelLoadError(f"cannot load {model_path}: {exc}") from exc
-        self._window = int(WINDOW_S * SAMPLE_RATE)
 
     def complete_probability(self, pcm16k: np.ndarray) -> float:
-        pcm = check_pcm16(pcm16k, InvalidInputError)[-self._window :]
-        audio = np.zeros(self._window, dtype=np.float32)
-        if pcm.size:
-            audio[-pcm.size :] = pcm.astype(np.float32) / 32768.0
-        features = self._features(audio, do_normalize=True)[None]
+        features = model_input(self._features, pcm16k)
         (probability,) = self._session.run(None, {"input_features": features})
         return float(np.clip(probability.reshape(-1)[0], 0.0, 1.0))
 
