@@ -36,15 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.llm_shapes import SHAPES  # noqa: E402
 from bench.stats import pct  # noqa: E402
 
-START_POSITION = 64  # the first row's position; row r starts 7 r later
+START_POSITION = 64  # the first row's position; row r starts ROW_STEP r later
+ROW_STEP = 7
+MAX_BATCH = 64  # streams per process (the positions check in main assumes at most this)
 
 
 def parse_arm(text: str) -> tuple[int, int]:
     """"6x5" -> (6 processes, 5 streams each)."""
     processes, _, batch = text.partition("x")
     p, b = int(processes), int(batch)
-    if p < 1 or b < 1:
-        raise argparse.ArgumentTypeError(f"bad arm {text!r}: PxB with P, B >= 1")
+    if p < 1 or not 1 <= b <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"bad arm {text!r}: PxB with P >= 1, "
+                                         f"1 <= B <= {MAX_BATCH}")
     return p, b
 
 
@@ -73,7 +76,7 @@ class BatchedStep:
         for i, layer in enumerate(layers):
             layer.cumulative_length = self.counts[i]
         self.token = torch.zeros((batch, 1), dtype=torch.long, device=dev)
-        self.start = (START_POSITION + 7 * torch.arange(batch, device=dev)).view(batch, 1)
+        self.start = (START_POSITION + ROW_STEP * torch.arange(batch, device=dev)).view(batch, 1)
         self.pos = self.start.clone()
         self.arange = torch.arange(bucket, device=dev).view(1, bucket)
         self.neg = torch.finfo(self.dtype).min
@@ -201,7 +204,7 @@ def main() -> None:
     parser.add_argument("--bucket", type=int, default=1024, help="cache positions attended")
     parser.add_argument("--json", help="write the rows here too")
     args = parser.parse_args()
-    if START_POSITION + 7 * 64 + args.steps + 16 > args.bucket:
+    if START_POSITION + ROW_STEP * MAX_BATCH + args.steps + 16 > args.bucket:
         raise SystemExit("--steps too many for --bucket (positions would run past the cache)")
     rows = []
     print("| arm (processes x streams) | streams | ms per step p50 / p95 | tokens/s, all |")

@@ -151,8 +151,9 @@ async def connect_peers(url: str, count: int) -> list[LoopbackPeer]:
     peers: list[LoopbackPeer] = []
     try:
         for _ in range(count):
-            # Arrivals only: the fps is all these peers report, and an RGB conversion and mean
-            # per frame (~0.85 ms) was ~a fifth of a client process's CPU at 4 sessions.
+            # Arrivals only: the fps is all these peers report (no RGB conversion and mean per
+            # frame, ~0.85 ms; the client processes' cores did not change with it on the
+            # H200: their cost is aiortc's receive path and VP8 decoding).
             peer = LoopbackPeer(url, microphone=PcmMicrophone(), video_summary=None)
             peers.append(peer)
             await peer.connect()

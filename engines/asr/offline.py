@@ -212,6 +212,7 @@ class _Listener:
             check.complete_after_ms = again
             self._due = (pause_id, again)
 
+
 def listen(
     audio: np.ndarray,
     asr: StreamingASR,

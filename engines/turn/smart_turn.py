@@ -59,7 +59,7 @@ def bundled_model_path() -> Path:
     return path
 
 
-def _load_features() -> Callable[..., np.ndarray]:
+def load_features() -> Callable[..., np.ndarray]:
     path = _smart_turn_dir() / _FEATURES_NAME
     spec = importlib.util.spec_from_file_location("engines.turn._pipecat_whisper_features", path)
     if spec is None or spec.loader is None or not path.is_file():
@@ -89,7 +89,7 @@ class SmartTurnModel:
             import onnxruntime
         except ImportError as exc:  # pragma: no cover - dependency of the asr extra
             raise TurnModelLoadError("onnxruntime is missing: pip install onnxruntime") from exc
-        self._features = _load_features()
+        self._features = load_features()
         opts = onnxruntime.SessionOptions()
         opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         opts.inter_op_num_threads = 1

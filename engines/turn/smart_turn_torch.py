@@ -34,7 +34,7 @@ import numpy as np
 
 from engines.progress import load_step
 from engines.turn.errors import TurnModelLoadError
-from engines.turn.smart_turn import _load_features, model_input
+from engines.turn.smart_turn import load_features, model_input
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +54,8 @@ def onnx_weights(model_path: Path) -> dict[str, np.ndarray]:
     graph = onnx.load(str(model_path)).graph
     init = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     made: dict[str, np.ndarray] = {}  # a DequantizeLinear's output -> its float tensor
-    producer: dict[str, Any] = {}
     consumers: dict[str, list[Any]] = {}
     for node in graph.node:
-        for out in node.output:
-            producer[out] = node
         for name in node.input:
             consumers.setdefault(name, []).append(node)
         if node.op_type == "DequantizeLinear" and node.input[0] in init:
@@ -80,7 +77,7 @@ def onnx_weights(model_path: Path) -> dict[str, np.ndarray]:
         return None
 
     weights: dict[str, np.ndarray] = {}
-    unnamed: list[tuple[Any, np.ndarray]] = []  # projections with no bias after them
+    unnamed: list[np.ndarray] = []  # projections with no bias after them (the keys)
     for node in graph.node:
         if node.op_type not in ("MatMul", "Gemm", "Conv"):
             continue
@@ -99,7 +96,7 @@ def onnx_weights(model_path: Path) -> dict[str, np.ndarray]:
         if node.op_type == "MatMul":
             weight = weight.T  # [in, out] -> [out, in]
         if bias_name is None:
-            unnamed.append((node, weight))
+            unnamed.append(weight)
             continue
         module = bias_name[len(_PREFIX):].rsplit(".bias", 1)[0]
         weights[module + ".weight"] = np.ascontiguousarray(weight)
@@ -108,10 +105,10 @@ def onnx_weights(model_path: Path) -> dict[str, np.ndarray]:
     if len(unnamed) != LAYERS:  # the key projections (no bias), one per layer, in order
         raise TurnModelLoadError(f"{model_path}: {len(unnamed)} projections without a bias, "
                                  f"expected {LAYERS} (one key projection a layer)")
-    for layer, (_, weight) in enumerate(unnamed):
+    for layer, weight in enumerate(unnamed):
         weights[f"encoder.layers.{layer}.self_attn.k_proj.weight"] = np.ascontiguousarray(weight)
     for name, array in init.items():  # positions and LayerNorms, by name
-        if array.dtype == np.float32 and name.startswith(_PREFIX) and name not in weights:
+        if array.dtype == np.float32 and name.startswith(_PREFIX):
             short = name[len(_PREFIX):]
             if short not in weights and ("norm" in short or "embed_positions" in short
                                          or short.startswith("classifier.1")):
@@ -208,7 +205,7 @@ class TorchSmartTurn:
             raise TurnModelLoadError("[turn] runtime = \"torch\" needs torch (the face "
                                      "extra): pip install 'rtc-avatar[face]'") from exc
         self._torch = torch
-        self._features = _load_features()
+        self._features = load_features()
         with load_step(logger, f"smart turn in torch ({model_path.name}, {device})"):
             try:
                 weights = onnx_weights(model_path)

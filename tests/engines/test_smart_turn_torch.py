@@ -3,9 +3,9 @@ ONNX model through onnxruntime, on the CPU: the same network read from the same 
 
 The torch port runs the dequantized weights in float32 while the file quantizes every
 activation to 8 bits, so borderline windows differ (one of the tuned questions at 200 ms of
-silence: 0.08 there, 0.72 here); the windows either model is sure of must agree, which a
-wrongly mapped weight would break (measured agreement and the end-of-turn effect offline:
-bench/RESULTS.md, section turn)."""
+silence: 0.08 there, 0.72 here); most windows must still get the same answer from both,
+which a wrongly mapped weight would break (measured agreement and the end-of-turn effect
+offline: bench/RESULTS.md, section turn)."""
 
 from __future__ import annotations
 
@@ -55,15 +55,15 @@ def test_every_weight_of_the_file_has_its_place() -> None:
     assert "encoder.layers.0.self_attn.k_proj.bias" not in weights  # Whisper's key: no bias
 
 
-def test_it_agrees_with_onnxruntime_where_either_is_sure(
+def test_it_agrees_with_onnxruntime_on_most_windows(
     models: tuple[SmartTurnModel, TorchSmartTurn],
 ) -> None:
     reference, port = models
     pairs = [(reference.complete_probability(w), port.complete_probability(w))
              for w in windows()]
-    sure = [(a, b) for a, b in pairs if min(a, b) > 0.9 or max(a, b) < 0.1]
-    assert len(sure) >= len(pairs) // 2
-    assert all(abs(a - b) < 0.1 for a, b in sure)
+    both_sure = [(a, b) for a, b in pairs if min(a, b) > 0.9 or max(a, b) < 0.1]
+    assert len(both_sure) >= len(pairs) // 2  # measured: 22 of 30
+    assert float(np.median([abs(a - b) for a, b in pairs])) < 0.05  # measured: 0.014
     same_side = sum((a > 0.5) == (b > 0.5) for a, b in pairs)
     assert same_side >= 0.8 * len(pairs)
 
