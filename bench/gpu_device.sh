@@ -6,15 +6,16 @@
 # With the redis extra (r1: gpu_stage.py build --extra redis), redis-server is put on PATH and
 # its libraries on LD_LIBRARY_PATH (for bench/cluster.py).
 #   STAGE=../ ROOT=/tmp/rtc sh bench/gpu_device.sh python3 bench/voice_to_voice.py ...
-# EXTRAS="tiny redis kokoro" also lays down those extras' sets (bench/gpu_stage_<name>.json).
+# EXTRAS="tiny redis kokoro ortgpu" also lays down those extras' sets (bench/gpu_stage_<name>.json);
+# ortgpu's onnxruntime-gpu is installed over the image's CPU-only onnxruntime ([tts] use_cuda).
 set -eu
 STAGE=${STAGE:-..}
 ROOT=${ROOT:-/tmp/rtc}
-python3 bench/gpu_stage.py assemble --stage "$STAGE" --root "$ROOT"
-for extra in ${EXTRAS:-}; do
+for extra in ${EXTRAS:-}; do  # first: an extra's wheels (ortgpu) install with the others
   python3 bench/gpu_stage.py assemble --stage "$STAGE" --root "$ROOT" --no-install \
     --manifest "bench/gpu_stage_$extra.json"
 done
+python3 bench/gpu_stage.py assemble --stage "$STAGE" --root "$ROOT"
 export PYTHONPATH="$ROOT/site:$PWD" RTC_AVATAR_CACHE="$ROOT/cache" PYTHONUNBUFFERED=1
 if [ -f "$ROOT/redis/bin/redis-server" ]; then
   chmod +x "$ROOT/redis/bin/redis-server"

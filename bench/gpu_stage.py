@@ -14,6 +14,9 @@ machine is warm. So:
         -> .gpu/k1 .. .gpu/kN, bench/gpu_stage_kokoro.json
     python bench/gpu_stage.py build --extra redis      # redis-server for bench/cluster.py
         -> .gpu/r1, bench/gpu_stage_redis.json (gpu_device.sh lays it down when r1 is there)
+    python bench/gpu_stage.py build --extra ortgpu     # onnxruntime-gpu: piper on the GPU
+        -> .gpu/o1 .. .gpu/o5, bench/gpu_stage_ortgpu.json (installed over the image's
+           CPU-only onnxruntime: `[tts] use_cuda`)
     # one device call per set, each naming .gpu/sK (and .gpu/tree, the code) in `carry`
     python3 bench/gpu_stage.py verify --stage .gpu [--sets s2]        # there, after a call
     python3 bench/gpu_stage.py assemble --stage .gpu --root /tmp/rtc  # there, before a run
@@ -71,6 +74,9 @@ WHEELS = (
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
+# onnxruntime with its CUDA provider, built for CUDA 13 (the image's torch is cu130; it links
+# cuBLAS, cuDNN, cuFFT and cuRAND, which torch's import loads): piper's voice on the GPU.
+ORT_GPU = "onnxruntime-gpu==1.31.1"
 # redis-server's libraries outside glibc's that an Ubuntu 24.04 image may lack (`ldd`).
 REDIS_LIBS = ("liblzf.so.1", "libjemalloc.so.2", "libatomic.so.1")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
@@ -80,10 +86,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 # --- what is carried (here, with the venv) -------------------------------------------------------
 
 
-def download_wheels(into: Path) -> list[Path]:
+def download_wheels(into: Path, specs: Sequence[str] = WHEELS) -> list[Path]:
     into.mkdir(parents=True, exist_ok=True)
     paths = []
-    for spec in WHEELS:
+    for spec in specs:
         name, version = spec.split("==")
         stem = f"{name.replace('-', '_').lower()}-{version}-"
         found = [p for p in into.glob("*.whl") if p.name.lower().startswith(stem)]
@@ -148,6 +154,11 @@ def tiny_sources(stage: Path) -> list[Source]:
             if p.is_file()]
 
 
+def ortgpu_sources(stage: Path) -> list[Source]:
+    """onnxruntime-gpu's wheel (255 MB: five sets), installed with the others."""
+    return [Source(f"wheels/{p.name}", p) for p in download_wheels(stage / "wheels", [ORT_GPU])]
+
+
 def redis_sources() -> list[Source]:
     """redis-server (Debian's /usr/bin/redis-server is a symlink to redis-check-rdb: the file
     itself, named redis-server) and the libraries of it an Ubuntu 24.04 image may lack
@@ -175,6 +186,9 @@ def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manife
     elif extra == "redis":
         out = REPO / "bench" / "gpu_stage_redis.json"
         manifest = plan(redis_sources(), int(set_mib * (1 << 20)), prefix="r")
+    elif extra == "ortgpu":
+        out = REPO / "bench" / "gpu_stage_ortgpu.json"
+        manifest = plan(ortgpu_sources(stage), int(set_mib * (1 << 20)), prefix="o")
     else:
         out = MANIFEST
         manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
@@ -195,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis"),
+    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis", "ortgpu"),
                         help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":

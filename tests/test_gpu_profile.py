@@ -59,17 +59,32 @@ def test_a_render_device_that_is_neither_cpu_nor_cuda_is_refused(tmp_path: Path)
         load_config(bad)
 
 
+def _needs_a_gpu(path: Path, text: str, named: str) -> None:
+    """The configuration `text` is named (`named`) by the check without a GPU, passes with."""
+    path.write_text(text)
+    problem = gpu_problem(load_config(path), lambda: False)
+    assert problem is not None and named in problem
+    assert gpu_problem(load_config(path), lambda: True) is None
+
+
 def test_the_turn_model_on_a_gpu_is_part_of_the_check(tmp_path: Path) -> None:
     """`[turn] runtime = "torch"` on `cuda`: named by the start-up check where torch sees no
     GPU; a device without the torch runtime is refused when the file is read."""
     from rtc_server.errors import ConfigError
 
-    on_gpu = tmp_path / "turn.toml"
-    on_gpu.write_text('[turn]\nruntime = "torch"\ndevice = "cuda"\n')
-    problem = gpu_problem(load_config(on_gpu), lambda: False)
-    assert problem is not None and '[turn] device = "cuda"' in problem
-    assert gpu_problem(load_config(on_gpu), lambda: True) is None
+    _needs_a_gpu(tmp_path / "turn.toml", '[turn]\nruntime = "torch"\ndevice = "cuda"\n',
+                 '[turn] device = "cuda"')
     bad = tmp_path / "bad.toml"
     bad.write_text('[turn]\ndevice = "cuda"\n')  # onnxruntime: the CPU only
     with pytest.raises((ConfigError, ValueError), match="runtime"):
         load_config(bad)
+
+
+def test_piper_on_the_gpu_is_part_of_the_check(tmp_path: Path) -> None:
+    """`[tts] use_cuda = true` (piper on onnxruntime's CUDA provider) is named by the start-up
+    check where there is no GPU; with Kokoro (CPU only) the key is not a GPU need."""
+    _needs_a_gpu(tmp_path / "tts.toml", '[tts]\nengine = "piper"\nuse_cuda = true\n',
+                 "[tts] use_cuda = true")
+    kokoro = tmp_path / "kokoro.toml"
+    kokoro.write_text('[tts]\nengine = "kokoro"\nuse_cuda = true\n')
+    assert gpu_problem(load_config(kokoro), lambda: False) is None

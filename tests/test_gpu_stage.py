@@ -107,3 +107,20 @@ def test_ldd_output_names_each_library_path() -> None:
         "libatomic.so.1": Path("/lib/x86_64-linux-gnu/libatomic.so.1"),
         "libjemalloc.so.2": Path("/lib/x86_64-linux-gnu/libjemalloc.so.2"),
     }
+
+
+def test_the_committed_extras_fit_a_call_and_their_wheels_install() -> None:
+    """Each committed extra's manifest: every set within the 54 MiB a device call leaves
+    beside the tree, each file's parts cover it exactly, and the ortgpu extra's wheel lies
+    under wheels/ (gpu_device.sh lays extras down first, so the install takes it)."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    for path in sorted(bench.glob("gpu_stage_*.json")):
+        manifest = json.loads(path.read_text())
+        assert all(size <= 54 << 20 for size in manifest["sets"].values()), path.name
+        for entry in manifest["files"]:
+            assert sum(p["size"] for p in entry["parts"]) == entry["size"], entry["dest"]
+            offsets = [p["offset"] for p in entry["parts"]]
+            assert offsets == sorted(offsets) and offsets[0] == 0, entry["dest"]
+    ortgpu = json.loads((bench / "gpu_stage_ortgpu.json").read_text())
+    (wheel,) = ortgpu["files"]
+    assert wheel["dest"].startswith("wheels/onnxruntime_gpu-") and wheel["dest"].endswith(".whl")

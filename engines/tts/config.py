@@ -27,7 +27,9 @@ class TTSConfig:
     espeak_voice: str = "en-us"  # espeak-ng voice name, variants as "en-us+f3"
     speed: float = 1.0  # speaking-rate factor (>1 faster); piper length_scale = 1 / speed
     pitch: int = 50  # espeak-ng base pitch 0..100 (50 = voice default); piper ignores it
-    use_cuda: bool = False  # piper on onnxruntime's CUDA provider (needs onnxruntime-gpu)
+    # piper on onnxruntime's CUDA provider (needs onnxruntime-gpu; a start-up error without
+    # it). Measured slower than the CPU on the H200 box (bench/RESULTS.md, gpu): not in a profile
+    use_cuda: bool = False
     threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
     # on shared cores and scales across concurrent sessions
     # --- kokoro ---

@@ -22,6 +22,11 @@ from engines.tts.phonemes import segments_to_timings
 
 logger = logging.getLogger(__name__)
 
+# onnxruntime's CUDA provider for piper: its default cuDNN search ("EXHAUSTIVE") times every
+# convolution algorithm for each new input length, i.e. on most sentences; the heuristic
+# choice is what piper's own `use_cuda` asks for.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
+
 
 def default_voice_paths() -> tuple[Path, Path]:
     """The bundled joe (en_US, medium) voice: model and config paths."""
@@ -122,12 +127,34 @@ def _load_voice(model_path: Path, config_path: Path, use_cuda: bool, threads: in
     if threads > 0:
         options.intra_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    providers = ["CUDAExecutionProvider"] if use_cuda else ["CPUExecutionProvider"]
+    providers: list[Any] = ["CPUExecutionProvider"]
+    if use_cuda:
+        _load_cuda_libraries(onnxruntime)
+        providers = [("CUDAExecutionProvider", CUDA_OPTIONS)]
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), sess_options=options, providers=providers
     )
+    if use_cuda and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime falls back to the CPU with a log line; a GPU profile must not.
+        raise ModelLoadError(
+            "[tts] use_cuda: onnxruntime could not use its CUDA provider (available: "
+            f"{', '.join(onnxruntime.get_available_providers())}). It needs onnxruntime-gpu "
+            "built for the machine's CUDA, its CUDA and cuDNN libraries, and a GPU; or set "
+            "use_cuda = false")
     config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
     return PiperVoice(session=session, config=config)
+
+
+def _load_cuda_libraries(onnxruntime: Any) -> None:
+    """Load CUDA and cuDNN before the session: torch's CUDA build links them (onnxruntime's
+    advice: import torch first, where both are built for the same CUDA major); without torch,
+    onnxruntime's own search of the nvidia pip packages."""
+    try:
+        import torch  # noqa: F401  (loads libcudart, cuBLAS, cuDNN, cuFFT, cuRAND)
+    except ImportError:
+        preload = getattr(onnxruntime, "preload_dlls", None)
+        if preload is not None:
+            preload()
 
 
 def _label(phoneme: str) -> str:

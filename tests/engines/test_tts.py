@@ -170,6 +170,17 @@ def test_bad_input_and_config(espeak: EspeakTTS, piper: PiperTTS) -> None:
     assert isinstance(tts, EspeakTTS) and tts.sample_rate == 22050
 
 
+def test_piper_on_cuda_without_the_cuda_provider_stops_at_load() -> None:
+    """`use_cuda` on an onnxruntime without its CUDA provider (this machine's CPU build):
+    a clear load error naming the key, not a silent fall-back to the CPU."""
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has its CUDA provider")
+    with pytest.warns(UserWarning), pytest.raises(ModelLoadError, match=r"\[tts\] use_cuda"):
+        PiperTTS(use_cuda=True)
+
+
 def _words(text: str) -> list[str]:
     return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
 

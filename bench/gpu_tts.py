@@ -1,0 +1,159 @@
+"""Piper on the CPU against piper on onnxruntime's CUDA provider (`[tts] use_cuda`).
+
+The text is what the GPU profile speaks: `bench/gpu_answers.json`'s answers cut by the agent's
+chunker with the profile's `first_chunk_max_chars`, so "first" chunks are the one- or
+two-word openings whose synthesis sits between the end of turn and the first audio, and
+"later" the sentences after them. For each arm:
+
+- serial: every chunk once, one at a time (ms per call, p50 / p95, and the process's CPU ms
+  per call: what piper still costs the worker's cores when the voice runs on the GPU);
+- concurrent: `--threads` callers at once, each speaking its share of the answers, as the
+  sessions of one worker do (ms per call, p50 / p95);
+- the same audio: with piper's noise off (noise_scale 0, noise_w_scale 0) the CUDA arm's
+  samples against the CPU arm's, per chunk (length equal, correlation, largest difference).
+
+    python bench/gpu_tts.py [--arms cpu,cuda] [--threads 6] [--json out.json]
+
+Run on the GPU machine through bench/gpu_device.sh with `EXTRAS=ortgpu` (onnxruntime-gpu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.stats import pct  # noqa: E402
+from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
+from engines.tts.piper_tts import PiperTTS  # noqa: E402
+from rtc_server.config import load_config  # noqa: E402
+
+PROFILE = REPO / "config" / "gpu.toml"
+
+
+def answer_chunks(answers: list[str], first_max_chars: int) -> list[list[str]]:
+    """Each answer's chunks, cut as the agent cuts them."""
+    out = []
+    for answer in answers:
+        chunker = Chunker(ChunkerConfig(first_max_chars=first_max_chars))
+        out.append([c.strip() for c in [*chunker.push(answer), *chunker.flush()] if c.strip()])
+    return out
+
+
+def timed_call(tts: PiperTTS, text: str) -> float:
+    start = time.perf_counter()
+    for _ in tts.synthesize(text):
+        pass
+    return (time.perf_counter() - start) * 1000
+
+
+def serial(tts: PiperTTS, texts: list[str]) -> tuple[list[float], float]:
+    """ms per call, and the process's CPU ms per call."""
+    cpu = time.process_time()
+    ms = [timed_call(tts, t) for t in texts]
+    return ms, (time.process_time() - cpu) * 1000 / max(len(texts), 1)
+
+
+def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int) -> list[float]:
+    """`threads` callers at once, caller i speaking the chunks of answers i, i + threads, ..."""
+    out: list[list[float]] = [[] for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def caller(i: int) -> None:
+        start.wait()
+        for chunks in answers[i::threads]:
+            for text in chunks:
+                out[i].append(timed_call(tts, text))
+
+    workers = [threading.Thread(target=caller, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return [ms for part in out for ms in part]
+
+
+def noiseless(tts: PiperTTS, text: str) -> np.ndarray:
+    """The chunk's samples with piper's noise off (deterministic, so the arms compare)."""
+    from piper import SynthesisConfig
+
+    voice: Any = tts._voice  # noqa: SLF001 - the bench compares the runtimes' raw output
+    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, normalize_audio=False)
+    parts = [c.audio_int16_array for c in voice.synthesize(text, syn_config=config)]
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    n = min(len(a), len(b))
+    corr = float(np.corrcoef(a[:n], b[:n])[0, 1]) if n > 1 else float("nan")
+    return {"len_a": len(a), "len_b": len(b), "corr": corr,
+            "max_diff": float(np.max(np.abs(a[:n] - b[:n]))) if n else 0.0,
+            "peak": float(np.max(np.abs(a))) if len(a) else 0.0}
+
+
+def stats(ms: list[float]) -> dict[str, float]:
+    return {"n": len(ms), "p50": pct(ms, 0.5), "p95": pct(ms, 0.95),
+            "max": max(ms) if ms else float("nan")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", default="cpu,cuda")
+    parser.add_argument("--threads", type=int, default=6, help="concurrent callers")
+    parser.add_argument("--answers", type=Path, default=REPO / "bench" / "gpu_answers.json")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    first_max = load_config(PROFILE).agent.first_chunk_max_chars
+    answers = [str(a["answer"]) for a in json.loads(args.answers.read_text())]
+    per_answer = answer_chunks(answers, first_max)
+    first = [chunks[0] for chunks in per_answer if chunks]
+    later = [c for chunks in per_answer for c in chunks[1:]]
+    print(f"{len(answers)} answers: {len(first)} first chunks (e.g. {first[:3]}), "
+          f"{len(later)} later", flush=True)
+    results: dict[str, Any] = {"first_max_chars": first_max, "threads": args.threads, "arms": {}}
+    audio: dict[str, list[np.ndarray]] = {}
+    for arm in args.arms.split(","):
+        loaded = time.perf_counter()
+        tts = PiperTTS(use_cuda=arm == "cuda", threads=1)
+        load_s = time.perf_counter() - loaded
+        first_call = timed_call(tts, "Warming up the voice.")
+        for text in first[:5]:
+            timed_call(tts, text)
+        s_first, cpu_first = serial(tts, first)
+        s_later, cpu_later = serial(tts, later)
+        conc = concurrent(tts, per_answer, args.threads)
+        audio[arm] = [noiseless(tts, t) for t in [*first[:10], *later[:10]]]
+        sf, sl, cc = stats(s_first), stats(s_later), stats(conc)
+        results["arms"][arm] = {
+            "load_s": load_s, "first_call_ms": first_call, "serial_first": sf,
+            "serial_later": sl, "cpu_ms_per_first": cpu_first, "cpu_ms_per_later": cpu_later,
+            "concurrent": cc}
+        print(f"{arm}: load {load_s:.1f} s, first call {first_call:.0f} ms; serial first "
+              f"chunks {sf['p50']:.1f} / {sf['p95']:.1f} ms (CPU {cpu_first:.1f} ms each), "
+              f"later {sl['p50']:.1f} / {sl['p95']:.1f} ms (CPU {cpu_later:.1f}); "
+              f"{args.threads} at once {cc['p50']:.1f} / {cc['p95']:.1f} ms", flush=True)
+    if "cpu" in audio and "cuda" in audio:
+        pairs = [compare(a, b) for a, b in zip(audio["cpu"], audio["cuda"], strict=True)]
+        results["same_audio"] = pairs
+        print("noise off, cuda against cpu: lengths equal "
+              f"{sum(p['len_a'] == p['len_b'] for p in pairs)}/{len(pairs)}, correlation "
+              f"min {min(p['corr'] for p in pairs):.4f}, largest difference "
+              f"{max(p['max_diff'] for p in pairs):.0f} of peaks "
+              f"{min(p['peak'] for p in pairs):.0f}-{max(p['peak'] for p in pairs):.0f}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
