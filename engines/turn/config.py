@@ -38,8 +38,9 @@ class TurnConfig:
     early_end_confidence: float = 0.0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
-    # "torch": the same file's weights in torch, float32 (engines/turn/smart_turn_torch.py),
-    # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one)
+    # "torch": the same file's graph run in torch, its int8 rounding included
+    # (engines/turn/smart_turn_torch.py), on `device` ("cpu", "cuda", "cuda:N", or "auto": a
+    # GPU if torch sees one); for a GPU (on a CPU ~6x slower than onnxruntime)
     runtime: str = "onnxruntime"
     device: str = "cpu"
 

@@ -1,21 +1,25 @@
-"""Smart Turn v3.2 in torch (engines/turn/smart_turn_torch.py) against the shipped int8
-ONNX model through onnxruntime, on the CPU: the same network read from the same file.
+"""Smart Turn v3.2 in torch (engines/turn/smart_turn_torch.py, the file's graph run node by
+node by engines/turn/graph_torch.py) against the shipped int8 ONNX model through
+onnxruntime, on the CPU: the same graph, its activations rounded at the same places.
 
-The torch port runs the dequantized weights in float32 while the file quantizes every
-activation to 8 bits, so borderline windows differ (one of the tuned questions at 200 ms of
-silence: 0.08 there, 0.72 here); most windows must still get the same answer from both,
-which a wrongly mapped weight would break (measured agreement and the end-of-turn effect
-offline: bench/RESULTS.md, section turn)."""
+Not bit-equal: a value on a rounding boundary of one of the 78 quantized activations moves
+the result, and onnxruntime's own fused and unfused runs of the file differ by up to 0.16
+on these windows. Measured here: median difference 0.005, largest 0.15, 30 of 30 windows
+on the same side of 0.5 (the float32 port before it: 0.014, 0.81, 26 of 30; bench/RESULTS.md,
+section turn)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engines.turn import TurnConfig, load_turn_model
-from engines.turn.errors import InvalidInputError, InvalidTurnConfigError
+from engines.turn.errors import InvalidInputError, InvalidTurnConfigError, TurnModelLoadError
+from engines.turn.graph_torch import TorchGraph
 from engines.turn.smart_turn import SmartTurnModel, bundled_model_path, load_smart_turn
-from engines.turn.smart_turn_torch import TorchSmartTurn, onnx_weights, resolve_device
+from engines.turn.smart_turn_torch import TorchSmartTurn, resolve_device
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
 from testkit.speech import synth, voiced_bounds
 
@@ -47,25 +51,48 @@ def windows() -> list[np.ndarray]:
     return out
 
 
-def test_every_weight_of_the_file_has_its_place() -> None:
-    weights = onnx_weights(bundled_model_path())
-    assert weights["encoder.layers.3.self_attn.k_proj.weight"].shape == (384, 384)
-    assert weights["encoder.conv2.weight"].shape == (384, 384, 3)
-    assert weights["classifier.6.weight"].shape == (1, 64)
-    assert "encoder.layers.0.self_attn.k_proj.bias" not in weights  # Whisper's key: no bias
-
-
-def test_it_agrees_with_onnxruntime_on_most_windows(
-    models: tuple[SmartTurnModel, TorchSmartTurn],
-) -> None:
+def test_it_agrees_with_onnxruntime(models: tuple[SmartTurnModel, TorchSmartTurn]) -> None:
     reference, port = models
     pairs = [(reference.complete_probability(w), port.complete_probability(w))
              for w in windows()]
-    both_sure = [(a, b) for a, b in pairs if min(a, b) > 0.9 or max(a, b) < 0.1]
-    assert len(both_sure) >= len(pairs) // 2  # measured: 22 of 30
-    assert float(np.median([abs(a - b) for a, b in pairs])) < 0.05  # measured: 0.014
+    gaps = [abs(a - b) for a, b in pairs]
+    assert float(np.median(gaps)) < 0.02  # measured: 0.005 (the float32 port: 0.014)
+    assert max(gaps) < 0.3  # measured: 0.15 (the float32 port: 0.81)
     same_side = sum((a > 0.5) == (b > 0.5) for a, b in pairs)
-    assert same_side >= 0.8 * len(pairs)
+    assert same_side >= len(pairs) - 1  # measured: 30 of 30 (the float32 port: 26)
+
+
+def test_a_graph_with_an_operator_it_does_not_run_is_refused(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("input_features", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["input_features"], ["y"])], "g",
+                              [x], [y])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    with pytest.raises(ValueError, match="Relu"):
+        TorchGraph(path)
+    with pytest.raises(TurnModelLoadError, match="Relu"):
+        TorchSmartTurn(path)
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx file")
+    with pytest.raises(TurnModelLoadError):
+        TorchSmartTurn(bad)
+
+
+def test_the_graph_keeps_shapes_on_the_cpu_and_the_rest_on_the_device() -> None:
+    """Run on torch's "meta" device (shapes only, no values): an operation that mixed the
+    device's tensors with the CPU's shape tensors would raise, as it would on a GPU."""
+    graph = TorchGraph(bundled_model_path(), device="meta")
+    values = dict(graph._constants)  # noqa: SLF001 - the graph's own stepping, on "meta"
+    values["input_features"] = torch.zeros(1, 80, 800, device="meta")
+    with torch.inference_mode():
+        for step in graph._nodes:  # noqa: SLF001
+            graph._execute(step, values)  # noqa: SLF001
+    out = values[graph.output]
+    assert out.device.type == "meta" and tuple(out.shape) == (1, 1)
 
 
 def test_bad_input_is_refused(models: tuple[SmartTurnModel, TorchSmartTurn]) -> None:

@@ -1,0 +1,224 @@
+"""An ONNX graph run node by node in torch, its quantize-dequantize pairs included.
+
+Why: Smart Turn v3.2 ships as a statically quantized (QDQ) int8 graph. Read into a float32
+network its weights are right but its activations are not rounded where the file rounds
+them, and on borderline windows that moved the probability by up to 0.8 (bench/RESULTS.md,
+section turn). Running the graph itself, every QuantizeLinear / DequantizeLinear at its
+place with the file's scales, gives onnxruntime's function on any device torch has.
+
+What it runs: the operators of that graph (`OPS`, ONNX opset 18 semantics as the file uses
+them); any other operator is refused when the graph is loaded, naming it. Weights and
+constant subgraphs (the weights' DequantizeLinear) are computed once at load; integer
+tensors (shapes, indices) stay on the CPU, so reshapes never wait for the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Tensor = Any  # torch.Tensor (torch is imported where the graph is loaded)
+Attrs = dict[str, Any]
+
+
+def _quant_range(zero: Tensor) -> tuple[int, int]:
+    import torch
+
+    return (0, 255) if zero.dtype == torch.uint8 else (-128, 127)
+
+
+def _per_axis(t: Tensor, x: Tensor, axis: int) -> Tensor:
+    """A per-channel scale or zero point shaped to broadcast along `axis` of `x`."""
+    if t.ndim != 1 or t.numel() == 1:
+        return t
+    shape = [1] * x.ndim
+    shape[axis % x.ndim] = t.numel()
+    return t.reshape(shape)
+
+
+def _quantize(x: Tensor, scale: Tensor, zero: Tensor, a: Attrs) -> Tensor:
+    """QuantizeLinear, kept as a float tensor of integer values (round half to even)."""
+    import torch
+
+    lo, hi = _quant_range(zero)
+    axis = int(a.get("axis", 1))
+    q = torch.round(x / _per_axis(scale, x, axis)) + _per_axis(zero, x, axis).to(x.dtype)
+    return q.clamp(lo, hi)
+
+
+def _dequantize(q: Tensor, scale: Tensor, zero: Tensor, a: Attrs) -> Tensor:
+    axis = int(a.get("axis", 1))
+    s = _per_axis(scale, q, axis)
+    return (q.to(s.dtype) - _per_axis(zero, q, axis).to(s.dtype)) * s
+
+
+def _reshape(x: Tensor, shape: Tensor, a: Attrs) -> Tensor:
+    dims = [int(d) for d in shape.tolist()]
+    if not a.get("allowzero", 0):
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+def _shape(x: Tensor, a: Attrs) -> Tensor:
+    import torch
+
+    dims = list(x.shape)[int(a.get("start", 0)):a.get("end")]
+    return torch.tensor(dims, dtype=torch.int64)
+
+
+def _slice(x: Tensor, starts: Tensor, ends: Tensor, axes: Tensor | None = None,
+           steps: Tensor | None = None) -> Tensor:
+    index = [slice(None)] * x.ndim
+    axes_list = axes.tolist() if axes is not None else list(range(len(starts)))
+    steps_list = steps.tolist() if steps is not None else [1] * len(starts)
+    for s, e, ax, st in zip(starts.tolist(), ends.tolist(), axes_list, steps_list, strict=True):
+        dim = x.shape[ax]  # ONNX's "to the end" is INT64_MAX: clamped as Python would
+        index[ax] = slice(min(max(int(s), -dim - 1), dim), min(max(int(e), -dim - 1), dim),
+                          int(st))
+    return x[tuple(index)]
+
+
+def _gather(x: Tensor, indices: Tensor, a: Attrs) -> Tensor:
+    import torch
+
+    axis = int(a.get("axis", 0)) % x.ndim
+    flat = indices.reshape(-1).to(x.device) % x.shape[axis]
+    out = torch.index_select(x, axis, flat)
+    return out.reshape([*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]])
+
+
+def _conv(x: Tensor, w: Tensor, b: Tensor | None, a: Attrs) -> Tensor:
+    from torch.nn import functional
+
+    pads = list(a.get("pads", [0, 0]))
+    if x.ndim != 3 or pads[0] != pads[1] or a.get("auto_pad", b"NOTSET") != b"NOTSET":
+        raise ValueError(f"Conv: only 1-D with symmetric pads is supported (pads {pads})")
+    return functional.conv1d(x, w, b, stride=a.get("strides", [1])[0], padding=pads[0],
+                             dilation=a.get("dilations", [1])[0], groups=a.get("group", 1))
+
+
+def _gemm(x: Tensor, w: Tensor, b: Tensor | None, a: Attrs) -> Tensor:
+    x = x.T if a.get("transA", 0) else x
+    w = w.T if a.get("transB", 0) else w
+    out = float(a.get("alpha", 1.0)) * (x @ w)
+    return out if b is None else out + float(a.get("beta", 1.0)) * b
+
+
+def _layer_norm(x: Tensor, scale: Tensor, bias: Tensor | None, a: Attrs) -> Tensor:
+    from torch.nn import functional
+
+    axis = int(a.get("axis", -1)) % x.ndim
+    return functional.layer_norm(x, list(x.shape[axis:]), scale, bias,
+                                 float(a.get("epsilon", 1e-5)))
+
+
+def _reduce_sum(x: Tensor, axes: Tensor | None, a: Attrs) -> Tensor:
+    import torch
+
+    if axes is None or axes.numel() == 0:
+        if a.get("noop_with_empty_axes", 0):
+            return x
+        return torch.sum(x, dim=tuple(range(x.ndim)), keepdim=bool(a.get("keepdims", 1)))
+    return torch.sum(x, dim=tuple(int(d) for d in axes.tolist()),
+                     keepdim=bool(a.get("keepdims", 1)))
+
+
+def _concat(*xs: Tensor, a: Attrs) -> Tensor:
+    import torch
+
+    return torch.cat(xs, dim=int(a["axis"]))
+
+
+def _ops() -> dict[str, Callable[..., Tensor]]:
+    import torch
+
+    return {
+        "QuantizeLinear": lambda x, s, z, a: _quantize(x, s, z, a),
+        "DequantizeLinear": lambda q, s, z, a: _dequantize(q, s, z, a),
+        "Add": lambda x, y, a: x + y,
+        "Mul": lambda x, y, a: x * y,
+        "Div": lambda x, y, a: x / y,
+        "MatMul": lambda x, y, a: torch.matmul(x, y),
+        "Erf": lambda x, a: torch.erf(x),
+        "Tanh": lambda x, a: torch.tanh(x),
+        "Sigmoid": lambda x, a: torch.sigmoid(x),
+        "Softmax": lambda x, a: torch.softmax(x, dim=int(a.get("axis", -1))),
+        "Transpose": lambda x, a: x.permute(*a["perm"]),
+        "Reshape": lambda x, s, a: _reshape(x, s, a),
+        "Shape": lambda x, a: _shape(x, a),
+        "Slice": lambda x, *rest, a: _slice(x, *rest),
+        "Gather": lambda x, i, a: _gather(x, i, a),
+        "Concat": lambda *xs, a: _concat(*xs, a=a),
+        "Conv": lambda x, w, b=None, a=None: _conv(x, w, b, a or {}),
+        "Gemm": lambda x, w, b=None, a=None: _gemm(x, w, b, a or {}),
+        "LayerNormalization": lambda x, s, b=None, a=None: _layer_norm(x, s, b, a or {}),
+        "ReduceSum": lambda x, axes=None, a=None: _reduce_sum(x, axes, a or {}),
+    }
+
+
+OPS = ("QuantizeLinear", "DequantizeLinear", "Add", "Mul", "Div", "MatMul", "Erf", "Tanh",
+       "Sigmoid", "Softmax", "Transpose", "Reshape", "Shape", "Slice", "Gather", "Concat",
+       "Conv", "Gemm", "LayerNormalization", "ReduceSum")
+
+
+class TorchGraph:
+    """`model_path`'s graph on `device`: `run(name=array, ...)` -> its first output, a
+    float32 NumPy array. Calls may run at once (each keeps its own values; the constants
+    are only read)."""
+
+    def __init__(self, model_path: Path, device: str = "cpu") -> None:
+        import onnx
+        import torch
+        from onnx import helper, numpy_helper
+
+        model = onnx.load(str(model_path))
+        graph = model.graph
+        self.device = device
+        self._ops = _ops()
+        unknown = sorted({n.op_type for n in graph.node} - set(self._ops))
+        if unknown:
+            raise ValueError(f"{model_path.name}: operators not supported here: {unknown}")
+        values: dict[str, Tensor] = {}
+        for init in graph.initializer:
+            array = numpy_helper.to_array(init)
+            tensor = torch.from_numpy(np.array(array))
+            # Integers that shape or index stay on the CPU; the quantized weights and the
+            # zero points travel (their DequantizeLinear is folded below anyway).
+            values[init.name] = tensor if array.dtype == np.int64 else tensor.to(device)
+        self.inputs = [i.name for i in graph.input if i.name not in values]
+        self.output = graph.output[0].name
+        # Fold what depends on constants only (the weights' DequantizeLinear, shape
+        # constants), once; keep the rest in graph order.
+        self._nodes: list[tuple[str, list[str], list[str], Attrs]] = []
+        with torch.inference_mode():
+            for node in graph.node:
+                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                step = (node.op_type, list(node.input), list(node.output), attrs)
+                if all(name == "" or name in values for name in node.input):
+                    self._execute(step, values)
+                else:
+                    self._nodes.append(step)
+        self._constants = values
+
+    def _execute(self, step: tuple[str, list[str], list[str], Attrs],
+                 values: dict[str, Tensor]) -> None:
+        op, inputs, outputs, attrs = step
+        args = [values[name] if name else None for name in inputs]
+        while args and args[-1] is None:
+            args.pop()
+        values[outputs[0]] = self._ops[op](*args, a=attrs)
+
+    def run(self, **feeds: np.ndarray) -> np.ndarray:
+        import torch
+
+        values = dict(self._constants)
+        for name in self.inputs:
+            values[name] = torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device)
+        with torch.inference_mode():
+            for step in self._nodes:
+                self._execute(step, values)
+            out = values[self.output]
+        return np.asarray(out.float().cpu().numpy(), dtype=np.float32)
