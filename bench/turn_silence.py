@@ -10,6 +10,11 @@ N ms of silence, for several N.
 testkit.pauses' PAUSE_QUESTIONS, cut from the whole sentence as the voice said it (what the
 turn must not end on; piper or espeak): each row adds the transcript Whisper wrote.
 
+`--text-model qwen2.5-coder-0.5b|qwen2.5-coder-1.5b` adds a third signal's column: the
+bundled chat model's probability that the user's message ends after what Whisper wrote (its
+`<|im_end|>` as the next token, llama.cpp), the kind of text-completeness signal LiveKit's
+turn detector fine-tunes a Qwen2.5-0.5B for; here the instruct model as shipped.
+
 Why: on the H200 the same questions waited for more silence in every run (bench/RESULTS.md,
 section gpu); this says which signal was unsure and whether silence alone changes it (the
 case for `[turn] recheck_ms`). Offline, deterministic: the voice's synthesis, 0.5 s of room
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +44,28 @@ from testkit.speech import synth, voiced_bounds  # noqa: E402
 SR = 16000
 
 
+def message_end(model: str) -> Callable[[str], float]:
+    """The bundled chat model's probability that a user message ends after `text` (its
+    `<|im_end|>` next, under the model's own chat format with a one-line system prompt)."""
+    from llama_cpp import Llama
+
+    from engines.llm.model_files import resolve_gguf
+
+    llm = Llama(model_path=str(resolve_gguf(model)), n_ctx=512, n_threads=2, verbose=False,
+                logits_all=True)
+    end = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]
+    head = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+
+    def probability(text: str) -> float:
+        llm.reset()
+        llm.eval(llm.tokenize((head + text).encode(), add_bos=False, special=True))
+        logits = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        weights = np.exp(logits - logits.max())
+        return float(weights[end] / weights.sum())
+
+    return probability
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--silences", default="160,200,300,400,600", help="ms, comma-separated")
@@ -48,7 +76,10 @@ def main() -> None:
     parser.add_argument("--prefixes", action="store_true",
                         help="the paused questions' words before their pause (not a turn end)")
     parser.add_argument("--pause-ms", type=int, default=200, help="[vad] pause_ms")
+    parser.add_argument("--text-model", help="a bundled GGUF name: add its end-of-message "
+                                             "probability for the heard text")
     args = parser.parse_args()
+    text_end = message_end(args.text_model) if args.text_model else None
     silences = [int(s) for s in args.silences.split(",")]
     if args.prefixes:
         questions = [prefix for prefix, _ in PAUSE_QUESTIONS]
@@ -61,9 +92,10 @@ def main() -> None:
     model = load_turn_model(turn)
     assert model is not None
     runner = load_runner(AsrConfig(model="base"))
-    print("| question | " + " | ".join(f"{ms} ms: Smart Turn / final mark / ends at"
-                                       for ms in silences) + " |")
-    print("|---|" + "---|" * len(silences))
+    extra = [f"{args.text_model}: message ends"] if text_end else []
+    print("| question | " + " | ".join([*(f"{ms} ms: Smart Turn / final mark / ends at"
+                                         for ms in silences), *extra]) + " |")
+    print("|---|" + "---|" * (len(silences) + len(extra)))
     room = np.zeros(SR // 2, np.int16)
     for k, question in enumerate(questions):
         if args.prefixes:
@@ -84,7 +116,10 @@ def main() -> None:
                                       turn, args.pause_ms)
             ends = "limit" if after is None else f"{after:.0f}"
             cells.append(f"{probability:.2f} / {decoded.end_probability:.2f} / {ends}")
-        label = f"{question} (heard {heard.strip()!r})" if args.prefixes else question
+        if text_end:
+            cells.append(f"{text_end(heard.strip()):.3f}")
+        label = (f"{question} (heard {heard.strip()!r})"
+                 if args.prefixes or text_end else question)
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 

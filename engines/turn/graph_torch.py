@@ -4,9 +4,10 @@ Why: Smart Turn v3.2 ships as a statically quantized (QDQ) int8 graph. Read into
 network its weights are right but its activations are not rounded where the file rounds
 them, and on borderline windows that moved the probability by up to 0.8 (bench/RESULTS.md,
 section turn). Running the graph itself, every QuantizeLinear / DequantizeLinear at its
-place with the file's scales, gives onnxruntime's function on any device torch has.
+place with the file's scales, gives the file's function on any device torch has (as near
+onnxruntime as onnxruntime's fused and unfused runs of it are to each other).
 
-What it runs: the operators of that graph (`OPS`, ONNX opset 18 semantics as the file uses
+What it runs: the operators of that graph (`_ops`, ONNX opset 18 semantics as the file uses
 them); any other operator is refused when the graph is loaded, naming it. Weights and
 constant subgraphs (the weights' DequantizeLinear) are computed once at load; integer
 tensors (shapes, indices) stay on the CPU, so reshapes never wait for the device.
@@ -157,11 +158,6 @@ def _ops() -> dict[str, Callable[..., Tensor]]:
         "LayerNormalization": lambda x, s, b=None, a=None: _layer_norm(x, s, b, a or {}),
         "ReduceSum": lambda x, axes=None, a=None: _reduce_sum(x, axes, a or {}),
     }
-
-
-OPS = ("QuantizeLinear", "DequantizeLinear", "Add", "Mul", "Div", "MatMul", "Erf", "Tanh",
-       "Sigmoid", "Softmax", "Transpose", "Reshape", "Shape", "Slice", "Gather", "Concat",
-       "Conv", "Gemm", "LayerNormalization", "ReduceSum")
 
 
 class TorchGraph:
