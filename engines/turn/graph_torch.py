@@ -11,15 +11,28 @@ What it runs: the operators of that graph (`_ops`, ONNX opset 18 semantics as th
 them); any other operator is refused when the graph is loaded, naming it. Weights and
 constant subgraphs (the weights' DequantizeLinear) are computed once at load; integer
 tensors (shapes, indices) stay on the CPU, so reshapes never wait for the device.
+
+On CUDA the ~370 remaining nodes (~600 small kernels) are captured once as a CUDA graph for
+the inputs' shapes (symbolic dimensions as 1) on the graph's own stream, as the portrait's
+warp is (engines/face/gpu_warp.py): a call is a copy in, one replay and a copy out, its wait
+asleep (engines/device_wait.py). The capture is checked against the eager run on a test
+input before it serves; a capture that fails or differs is logged and the graph runs
+eagerly on that stream instead.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from engines.device_wait import wait_for_device
+
+logger = logging.getLogger(__name__)
 
 Tensor = Any  # torch.Tensor (torch is imported where the graph is loaded)
 Attrs = dict[str, Any]
@@ -163,9 +176,10 @@ def _ops() -> dict[str, Callable[..., Tensor]]:
 class TorchGraph:
     """`model_path`'s graph on `device`: `run(name=array, ...)` -> its first output, a
     float32 NumPy array. Calls may run at once (each keeps its own values; the constants
-    are only read)."""
+    are only read; the captured graph's buffers are used under a lock). Inputs are float32."""
 
-    def __init__(self, model_path: Path, device: str = "cpu") -> None:
+    def __init__(self, model_path: Path, device: str = "cpu", *, cuda_graph: bool = True
+                 ) -> None:
         import onnx
         import torch
         from onnx import helper, numpy_helper
@@ -186,6 +200,8 @@ class TorchGraph:
             values[init.name] = tensor if array.dtype == np.int64 else tensor.to(device)
         self.inputs = [i.name for i in graph.input if i.name not in values]
         self.output = graph.output[0].name
+        self._shapes = {i.name: tuple(d.dim_value or 1 for d in i.type.tensor_type.shape.dim)
+                        for i in graph.input if i.name in self.inputs}
         # Fold what depends on constants only (the weights' DequantizeLinear, shape
         # constants), once; keep the rest in graph order.
         self._nodes: list[tuple[str, list[str], list[str], Attrs]] = []
@@ -198,6 +214,57 @@ class TorchGraph:
                 else:
                     self._nodes.append(step)
         self._constants = values
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self._replay: Any = None  # (graph, static inputs, static output, pinned in/out)
+        if torch.device(device).type == "cuda":
+            self._stream = torch.cuda.Stream(device)
+            if cuda_graph:
+                self._replay = self._captured()
+
+    def _forward(self, inputs: dict[str, Tensor]) -> Tensor:
+        """The output for `inputs` (tensors on the device), node by node."""
+        values = {**self._constants, **inputs}
+        for step in self._nodes:
+            self._execute(step, values)
+        return values[self.output]
+
+    def _captured(self) -> Any:
+        """The graph's nodes captured for `self._shapes` and checked, or None (logged)."""
+        import torch
+
+        stream, here = self._stream, torch.cuda.current_stream(self.device)
+        static = {n: torch.zeros(shape, dtype=torch.float32, device=self.device)
+                  for n, shape in self._shapes.items()}
+        try:
+            stream.wait_stream(here)
+            with torch.inference_mode(), torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up off the default stream, as capture asks
+                    self._forward(static)
+            here.wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.inference_mode(), torch.cuda.graph(graph, stream=stream,
+                                                          capture_error_mode="thread_local"):
+                out = self._forward(static)
+            pinned_in = {n: torch.zeros(t.shape, dtype=t.dtype).pin_memory()
+                         for n, t in static.items()}
+            pinned_out = torch.zeros(out.shape, dtype=out.dtype).pin_memory()
+            replay = (graph, static, out, pinned_in, pinned_out)
+            rng = np.random.default_rng(0)
+            probe = {n: rng.standard_normal(shape).astype(np.float32)
+                     for n, shape in self._shapes.items()}
+            self._replay = replay
+            replayed = self.run(**probe)
+            self._replay = None
+            eager = self.run(**probe)
+        except Exception as exc:  # capture refusals come as RuntimeErrors of many kinds
+            logger.warning("graph capture failed, running eagerly: %s", exc)
+            return None
+        gap = float(np.max(np.abs(replayed - eager)))
+        if not gap <= 1e-4:
+            logger.warning("the captured graph differs from the eager run by %.2g: eager", gap)
+            return None
+        return replay
 
     def _execute(self, step: tuple[str, list[str], list[str], Attrs],
                  values: dict[str, Tensor]) -> None:
@@ -210,11 +277,25 @@ class TorchGraph:
     def run(self, **feeds: np.ndarray) -> np.ndarray:
         import torch
 
-        values = dict(self._constants)
-        for name in self.inputs:
-            values[name] = torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device)
+        arrays = {n: np.ascontiguousarray(feeds[n], dtype=np.float32) for n in self.inputs}
+        if self._replay is not None and all(a.shape == self._shapes[n]
+                                            for n, a in arrays.items()):
+            graph, static, out, pinned_in, pinned_out = self._replay
+            with self._lock, torch.inference_mode(), torch.cuda.stream(self._stream):
+                for name, array in arrays.items():
+                    pinned_in[name].numpy()[:] = array
+                    static[name].copy_(pinned_in[name], non_blocking=True)
+                graph.replay()
+                pinned_out.copy_(out, non_blocking=True)
+                wait_for_device(torch, self.device)
+                return np.array(pinned_out.float().numpy(), dtype=np.float32)
+        if self._stream is not None:
+            with torch.inference_mode(), torch.cuda.stream(self._stream):
+                out = self._forward({n: torch.from_numpy(a).to(self.device)
+                                     for n, a in arrays.items()})
+                host = out.float().to("cpu", non_blocking=True)
+                wait_for_device(torch, self.device)
+                return np.array(host.numpy(), dtype=np.float32)
         with torch.inference_mode():
-            for step in self._nodes:
-                self._execute(step, values)
-            out = values[self.output]
-        return np.asarray(out.float().cpu().numpy(), dtype=np.float32)
+            out = self._forward({n: torch.from_numpy(a) for n, a in arrays.items()})
+        return np.asarray(out.float().numpy(), dtype=np.float32)

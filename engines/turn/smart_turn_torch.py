@@ -4,8 +4,9 @@ Why: under load the turn model became the end of turn's last evidence. At 32 ses
 H200 (6 workers under MPS) its probability came 303-329 ms after the voice, after Whisper's
 pause transcript (344-387), although it is asked 80 ms into the silence: ~50 ms of CPU a call
 (this VM, one thread; ~26 ms on an idle machine) queued behind each worker's video and TTS.
-On the GPU the network is a few hundred small kernels; the features stay pipecat's NumPy
-function (~3 ms), the same input the ONNX model gets.
+On the GPU the graph's ~600 small kernels are one captured CUDA graph (engines/turn/
+graph_torch.py); the features stay pipecat's NumPy function (~3 ms), the same input the
+ONNX model gets.
 
 How: the file's graph itself, node by node (`engines.turn.graph_torch`), its activations
 rounded where the file rounds them (it is a statically quantized int8 graph). An earlier
