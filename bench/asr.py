@@ -273,10 +273,11 @@ def main() -> None:
     parser.add_argument("--recheck-ms", type=int, default=TurnConfig.recheck_ms,
                         help="turn.recheck_ms (0 = the turn model asked once per pause)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
+    parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
     parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
     args = parser.parse_args()
 
-    asr = create_asr(AsrConfig(model=args.model))
+    asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,

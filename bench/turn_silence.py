@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--prefixes", action="store_true",
                         help="the paused questions' words before their pause (not a turn end)")
     parser.add_argument("--pause-ms", type=int, default=200, help="[vad] pause_ms")
+    parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
     parser.add_argument("--text-model", help="a bundled GGUF name: add its end-of-message "
                                              "probability for the heard text")
     args = parser.parse_args()
@@ -91,7 +92,7 @@ def main() -> None:
     turn = TurnConfig()
     model = load_turn_model(turn)
     assert model is not None
-    runner = load_runner(AsrConfig(model="base"))
+    runner = load_runner(AsrConfig(model="base", prompt=args.prompt))
     extra = [f"{args.text_model}: message ends"] if text_end else []
     print("| question | " + " | ".join([*(f"{ms} ms: Smart Turn / final mark / ends at"
                                          for ms in silences), *extra]) + " |")
