@@ -38,7 +38,8 @@ _models_lock = threading.Lock()
 class TorchSmartTurn:
     """`TurnModel` in torch on `device` (see the module docstring)."""
 
-    def __init__(self, model_path: Path, device: str = "cpu") -> None:
+    def __init__(self, model_path: Path, device: str = "cpu", *, cuda_graph: bool = True
+                 ) -> None:
         try:
             import onnx  # noqa: F401
             import torch  # noqa: F401
@@ -50,7 +51,7 @@ class TorchSmartTurn:
         self._features = load_features()
         with load_step(logger, f"smart turn in torch ({model_path.name}, {device})"):
             try:
-                self._graph = TorchGraph(model_path, device)
+                self._graph = TorchGraph(model_path, device, cuda_graph=cuda_graph)
             except Exception as exc:  # onnx raises protobuf's own errors on a bad file
                 raise TurnModelLoadError(f"cannot run {model_path} in torch: {exc}") from exc
         if self._graph.inputs != [_INPUT]:
