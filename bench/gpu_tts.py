@@ -83,12 +83,8 @@ def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int) -> list[fl
 
 
 def noiseless(tts: PiperTTS, text: str) -> np.ndarray:
-    """The chunk's samples with piper's noise off (deterministic, so the arms compare)."""
-    from piper import SynthesisConfig
-
-    voice: Any = tts._voice  # noqa: SLF001 - the bench compares the runtimes' raw output
-    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, normalize_audio=False)
-    parts = [c.audio_int16_array for c in voice.synthesize(text, syn_config=config)]
+    """The chunk's samples from a voice made with its noise off (the same each time)."""
+    parts = [speech.pcm for speech in tts.synthesize(text)]
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
 
 
@@ -132,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         s_first, cpu_first = serial(tts, first)
         s_later, cpu_later = serial(tts, later)
         conc = concurrent(tts, per_answer, args.threads)
-        audio[arm] = [noiseless(tts, t) for t in [*first[:10], *later[:10]]]
+        quiet = PiperTTS(use_cuda=arm == "cuda", threads=1, noise_scale=0.0, noise_w_scale=0.0)
+        audio[arm] = [noiseless(quiet, t) for t in [*first[:10], *later[:10]]]
         sf, sl, cc = stats(s_first), stats(s_later), stats(conc)
         results["arms"][arm] = {
             "load_s": load_s, "first_call_ms": first_call, "serial_first": sf,

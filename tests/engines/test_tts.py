@@ -170,6 +170,17 @@ def test_bad_input_and_config(espeak: EspeakTTS, piper: PiperTTS) -> None:
     assert isinstance(tts, EspeakTTS) and tts.sample_rate == 22050
 
 
+def test_piper_without_noise_repeats_itself(piper: PiperTTS) -> None:
+    """Noise off (benchmarks comparing runtimes): the same text, the same samples; with the
+    voice's noise two takes differ."""
+    quiet = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+    text = "The capital of France is Paris."
+    takes = [np.concatenate([s.pcm for s in quiet.synthesize(text)]) for _ in range(2)]
+    assert np.array_equal(takes[0], takes[1])
+    noisy = [np.concatenate([s.pcm for s in piper.synthesize(text)]) for _ in range(2)]
+    assert len(noisy[0]) != len(noisy[1]) or not np.array_equal(noisy[0], noisy[1])
+
+
 def test_piper_on_cuda_without_the_cuda_provider_stops_at_load() -> None:
     """`use_cuda` on an onnxruntime without its CUDA provider (this machine's CPU build):
     a clear load error naming the key, not a silent fall-back to the CPU."""
