@@ -22,9 +22,10 @@ from engines.tts.phonemes import segments_to_timings
 
 logger = logging.getLogger(__name__)
 
-# onnxruntime's CUDA provider for piper: its default cuDNN search ("EXHAUSTIVE") times every
-# convolution algorithm for each new input length, i.e. on most sentences; the heuristic
-# choice is what piper's own `use_cuda` asks for.
+# onnxruntime's CUDA provider for piper: its documented default cuDNN search ("EXHAUSTIVE")
+# times the convolution algorithms for each new input shape, i.e. on most sentences; piper's
+# own `use_cuda` asks "HEURISTIC". On the H200 box neither it nor "DEFAULT" came near the CPU
+# (bench/RESULTS.md, section gpu).
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
 
 
