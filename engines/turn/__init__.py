@@ -18,13 +18,11 @@ def load_turn_model(config: TurnConfig | None = None) -> TurnModel | None:
     if not config.enabled:
         return None
     if config.runtime == "torch":
-        from pathlib import Path
-
-        from engines.turn.smart_turn import bundled_model_path
+        from engines.turn.smart_turn import model_file
         from engines.turn.smart_turn_torch import load_torch_smart_turn, resolve_device
 
-        path = Path(config.model_path).expanduser() if config.model_path else bundled_model_path()
-        return load_torch_smart_turn(path, resolve_device(config.device))
+        return load_torch_smart_turn(model_file(config.model_path),
+                                     resolve_device(config.device))
     from engines.turn.smart_turn import load_smart_turn
 
     return load_smart_turn(config.model_path, config.threads)

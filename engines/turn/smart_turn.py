@@ -37,6 +37,7 @@ from engines.turn.errors import InvalidInputError, TurnModelLoadError
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
+INPUT = "input_features"  # the model's one input (both runtimes)
 _SMART_TURN_DIR = ("audio", "turn", "smart_turn")
 _ONNX_NAME = "smart-turn-v3.2-cpu.onnx"
 _FEATURES_NAME = "_whisper_features.py"
@@ -57,6 +58,11 @@ def bundled_model_path() -> Path:
     if not path.is_file():
         raise TurnModelLoadError(f"Smart Turn model missing at {path}")
     return path
+
+
+def model_file(model_path: str | None) -> Path:
+    """`[turn] model_path` as a file (None: pipecat's bundled v3.2)."""
+    return Path(model_path).expanduser() if model_path else bundled_model_path()
 
 
 def load_features() -> Callable[..., np.ndarray]:
@@ -104,13 +110,13 @@ class SmartTurnModel:
 
     def complete_probability(self, pcm16k: np.ndarray) -> float:
         features = model_input(self._features, pcm16k)
-        (probability,) = self._session.run(None, {"input_features": features})
+        (probability,) = self._session.run(None, {INPUT: features})
         return float(np.clip(probability.reshape(-1)[0], 0.0, 1.0))
 
 
 def load_smart_turn(model_path: str | None = None, threads: int = 1) -> SmartTurnModel:
     """The process-wide model for `model_path` (None = pipecat's bundled v3.2), loaded once."""
-    path = Path(model_path).expanduser() if model_path else bundled_model_path()
+    path = model_file(model_path)
     key = (str(path.resolve()), threads)
     with _models_lock:
         if key not in _models:

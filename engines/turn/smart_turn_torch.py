@@ -26,11 +26,10 @@ import numpy as np
 
 from engines.progress import load_step
 from engines.turn.errors import TurnModelLoadError
-from engines.turn.smart_turn import load_features, model_input
+from engines.turn.smart_turn import INPUT, load_features, model_input
 
 logger = logging.getLogger(__name__)
 
-_INPUT = "input_features"
 _models: dict[tuple[str, str], TorchSmartTurn] = {}
 _models_lock = threading.Lock()
 
@@ -54,14 +53,14 @@ class TorchSmartTurn:
                 self._graph = TorchGraph(model_path, device, cuda_graph=cuda_graph)
             except Exception as exc:  # onnx raises protobuf's own errors on a bad file
                 raise TurnModelLoadError(f"cannot run {model_path} in torch: {exc}") from exc
-        if self._graph.inputs != [_INPUT]:
+        if self._graph.inputs != [INPUT]:
             raise TurnModelLoadError(f"{model_path}: inputs {self._graph.inputs}, expected "
-                                     f"[{_INPUT!r}] (Smart Turn v3)")
+                                     f"[{INPUT!r}] (Smart Turn v3)")
         self.device = device
 
     def complete_probability(self, pcm16k: np.ndarray) -> float:
         features = model_input(self._features, pcm16k)
-        probability = float(self._graph.run(**{_INPUT: features}).reshape(-1)[0])
+        probability = float(self._graph.run(**{INPUT: features}).reshape(-1)[0])
         return min(max(probability, 0.0), 1.0)
 
 
