@@ -22,6 +22,7 @@ eagerly on that stream instead.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -213,7 +214,9 @@ class TorchGraph:
                     self._execute(step, values)
                 else:
                     self._nodes.append(step)
-        self._constants = values
+        # Only what the remaining nodes read (the folded weights' int8 originals go).
+        read = {name for _, inputs, _, _ in self._nodes for name in inputs}
+        self._constants = {name: v for name, v in values.items() if name in read}
         self._lock = threading.Lock()
         self._stream: Any = None
         self._replay: Any = None  # (graph, static inputs, static output, pinned in/out)
@@ -253,10 +256,7 @@ class TorchGraph:
             rng = np.random.default_rng(0)
             probe = {n: rng.standard_normal(shape).astype(np.float32)
                      for n, shape in self._shapes.items()}
-            self._replay = replay
-            replayed = self.run(**probe)
-            self._replay = None
-            eager = self.run(**probe)
+            replayed, eager = self._replayed(replay, probe), self._eager(probe)
         except Exception as exc:  # capture refusals come as RuntimeErrors of many kinds
             logger.warning("graph capture failed, running eagerly: %s", exc)
             return None
@@ -275,27 +275,36 @@ class TorchGraph:
         values[outputs[0]] = self._ops[op](*args, a=attrs)
 
     def run(self, **feeds: np.ndarray) -> np.ndarray:
-        import torch
-
         arrays = {n: np.ascontiguousarray(feeds[n], dtype=np.float32) for n in self.inputs}
         if self._replay is not None and all(a.shape == self._shapes[n]
                                             for n, a in arrays.items()):
-            graph, static, out, pinned_in, pinned_out = self._replay
-            with self._lock, torch.inference_mode(), torch.cuda.stream(self._stream):
-                for name, array in arrays.items():
-                    pinned_in[name].numpy()[:] = array
-                    static[name].copy_(pinned_in[name], non_blocking=True)
-                graph.replay()
-                pinned_out.copy_(out, non_blocking=True)
+            return self._replayed(self._replay, arrays)
+        return self._eager(arrays)
+
+    def _replayed(self, replay: Any, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        """The captured graph on `arrays`: copies in, one replay, the copy out."""
+        import torch
+
+        graph, static, out, pinned_in, pinned_out = replay
+        with self._lock, torch.inference_mode(), torch.cuda.stream(self._stream):
+            for name, array in arrays.items():
+                pinned_in[name].numpy()[:] = array
+                static[name].copy_(pinned_in[name], non_blocking=True)
+            graph.replay()
+            pinned_out.copy_(out, non_blocking=True)
+            wait_for_device(torch, self.device)
+            return np.array(pinned_out.float().numpy(), dtype=np.float32)
+
+    def _eager(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        """The nodes one by one (on CUDA on the graph's stream, the wait asleep)."""
+        import torch
+
+        on_cuda = self._stream is not None
+        with torch.inference_mode(), (torch.cuda.stream(self._stream) if on_cuda
+                                      else contextlib.nullcontext()):
+            out = self._forward({n: torch.from_numpy(a).to(self.device)
+                                 for n, a in arrays.items()})
+            host = out.float().to("cpu", non_blocking=on_cuda)
+            if on_cuda:
                 wait_for_device(torch, self.device)
-                return np.array(pinned_out.float().numpy(), dtype=np.float32)
-        if self._stream is not None:
-            with torch.inference_mode(), torch.cuda.stream(self._stream):
-                out = self._forward({n: torch.from_numpy(a).to(self.device)
-                                     for n, a in arrays.items()})
-                host = out.float().to("cpu", non_blocking=True)
-                wait_for_device(torch, self.device)
-                return np.array(host.numpy(), dtype=np.float32)
-        with torch.inference_mode():
-            out = self._forward({n: torch.from_numpy(a) for n, a in arrays.items()})
-        return np.asarray(out.float().numpy(), dtype=np.float32)
+        return np.array(host.numpy(), dtype=np.float32)
