@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.stats import pct  # noqa: E402
+from bench.together import at_once  # noqa: E402
 from engines.text.chunker import Chunker, ChunkerConfig  # noqa: E402
 from engines.tts.piper_tts import PiperTTS  # noqa: E402
 from rtc_server.config import load_config  # noqa: E402
@@ -65,21 +65,8 @@ def serial(tts: PiperTTS, texts: list[str]) -> tuple[list[float], float]:
 
 def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int) -> list[float]:
     """`threads` callers at once, caller i speaking the chunks of answers i, i + threads, ..."""
-    out: list[list[float]] = [[] for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def caller(i: int) -> None:
-        start.wait()
-        for chunks in answers[i::threads]:
-            for text in chunks:
-                out[i].append(timed_call(tts, text))
-
-    workers = [threading.Thread(target=caller, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return [ms for part in out for ms in part]
+    return at_once(threads, lambda i: [timed_call(tts, text) for chunks in answers[i::threads]
+                                       for text in chunks])
 
 
 def noiseless(tts: PiperTTS, text: str) -> np.ndarray:

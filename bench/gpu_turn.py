@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.stats import pct  # noqa: E402
+from bench.together import at_once  # noqa: E402
 from engines.turn.smart_turn import bundled_model_path, load_smart_turn  # noqa: E402
 from engines.turn.smart_turn_torch import TorchSmartTurn  # noqa: E402
 
@@ -51,19 +51,7 @@ def timed(model: Any, windows: list[np.ndarray]) -> tuple[list[float], list[floa
 
 
 def together(model: Any, windows: list[np.ndarray], threads: int) -> list[float]:
-    parts: list[list[float]] = [[] for _ in range(threads)]
-    gate = threading.Barrier(threads)
-
-    def caller(i: int) -> None:
-        gate.wait()
-        parts[i] = timed(model, windows[i::threads])[0]
-
-    workers = [threading.Thread(target=caller, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return [ms for part in parts for ms in part]
+    return at_once(threads, lambda i: timed(model, windows[i::threads])[0])
 
 
 def main(argv: list[str] | None = None) -> int:
