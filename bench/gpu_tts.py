@@ -1,4 +1,6 @@
-"""Piper on the CPU against piper on onnxruntime's CUDA provider (`[tts] use_cuda`).
+"""Piper by runtime: onnxruntime on the CPU ("cpu"), onnxruntime's CUDA provider ("cuda",
+`[tts] use_cuda`), the voice's graph in torch on the GPU ("torch-cuda", `[tts] runtime =
+"torch"`, `device = "cuda"`) or on the CPU ("torch-cpu").
 
 The text is what the GPU profile speaks: `bench/gpu_answers.json`'s answers cut by the agent's
 chunker with the profile's `first_chunk_max_chars`, so "first" chunks are the one- or
@@ -8,13 +10,17 @@ two-word openings whose synthesis sits between the end of turn and the first aud
 - serial: every chunk once, one at a time (ms per call, p50 / p95, and the process's CPU ms
   per call: what piper still costs the worker's cores when the voice runs on the GPU);
 - concurrent: `--threads` callers at once, each speaking its share of the answers, as the
-  sessions of one worker do (ms per call, p50 / p95);
-- the same audio: with piper's noise off (noise_scale 0, noise_w_scale 0) the CUDA arm's
-  samples against the CPU arm's, per chunk (length equal, correlation, largest difference).
+  sessions of one worker do (ms per call, p50 / p95), while a ticker thread asks to wake
+  every millisecond: its lateness p50 / p95 / max is what a worker's event loop would feel
+  of the calls' hold on the interpreter (onnxruntime lets it go while it computes; the
+  torch runtime keeps it while it launches kernels);
+- the same audio: with piper's noise off (noise_scale 0, noise_w_scale 0) each arm's samples
+  against the first arm's, per chunk (length equal, correlation, largest difference).
 
-    python bench/gpu_tts.py [--arms cpu,cuda] [--threads 6] [--json out.json]
+    python bench/gpu_tts.py [--arms cpu,cuda,torch-cuda] [--threads 6] [--json out.json]
 
-Run on the GPU machine through bench/gpu_device.sh with `EXTRAS=ortgpu` (onnxruntime-gpu).
+Run on the GPU machine through bench/gpu_device.sh (the "cuda" arm with `EXTRAS=ortgpu`,
+onnxruntime-gpu).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,10 +70,36 @@ def serial(tts: PiperTTS, texts: list[str]) -> tuple[list[float], float]:
     return ms, (time.process_time() - cpu) * 1000 / max(len(texts), 1)
 
 
-def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int) -> list[float]:
-    """`threads` callers at once, caller i speaking the chunks of answers i, i + threads, ..."""
-    return at_once(threads, lambda i: [timed_call(tts, text) for chunks in answers[i::threads]
-                                       for text in chunks])
+def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int
+               ) -> tuple[list[float], list[float]]:
+    """`threads` callers at once, caller i speaking the chunks of answers i, i + threads, ...;
+    and a ticker's lateness (ms) over a 1 ms sleep meanwhile."""
+    done = threading.Event()
+    late: list[float] = []
+
+    def ticker() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            time.sleep(0.001)
+            late.append((time.perf_counter() - start) * 1000 - 1.0)
+
+    tick = threading.Thread(target=ticker, daemon=True)
+    tick.start()
+    try:
+        ms = at_once(threads, lambda i: [timed_call(tts, text) for chunks in answers[i::threads]
+                                         for text in chunks])
+    finally:
+        done.set()
+        tick.join()
+    return ms, late
+
+
+def make(arm: str, quiet: bool = False) -> PiperTTS:
+    noise = 0.0 if quiet else None
+    if arm.startswith("torch-"):
+        return PiperTTS(runtime="torch", device=arm.removeprefix("torch-"), noise_scale=noise,
+                        noise_w_scale=noise)
+    return PiperTTS(use_cuda=arm == "cuda", threads=1, noise_scale=noise, noise_w_scale=noise)
 
 
 def noiseless(tts: PiperTTS, text: str) -> np.ndarray:
@@ -91,7 +124,7 @@ def stats(ms: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", default="cpu,cuda")
+    parser.add_argument("--arms", default="cpu,torch-cuda")
     parser.add_argument("--threads", type=int, default=6, help="concurrent callers")
     parser.add_argument("--answers", type=Path, default=REPO / "bench" / "gpu_answers.json")
     parser.add_argument("--json", type=Path, default=None)
@@ -107,29 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     audio: dict[str, list[np.ndarray]] = {}
     for arm in args.arms.split(","):
         loaded = time.perf_counter()
-        tts = PiperTTS(use_cuda=arm == "cuda", threads=1)
+        tts = make(arm)
         load_s = time.perf_counter() - loaded
         first_call = timed_call(tts, "Warming up the voice.")
         for text in first[:5]:
             timed_call(tts, text)
         s_first, cpu_first = serial(tts, first)
         s_later, cpu_later = serial(tts, later)
-        conc = concurrent(tts, per_answer, args.threads)
-        quiet = PiperTTS(use_cuda=arm == "cuda", threads=1, noise_scale=0.0, noise_w_scale=0.0)
-        audio[arm] = [noiseless(quiet, t) for t in [*first[:10], *later[:10]]]
-        sf, sl, cc = stats(s_first), stats(s_later), stats(conc)
+        conc, late = concurrent(tts, per_answer, args.threads)
+        audio[arm] = [noiseless(make(arm, quiet=True), t) for t in [*first[:10], *later[:10]]]
+        sf, sl, cc, lt = stats(s_first), stats(s_later), stats(conc), stats(late)
         results["arms"][arm] = {
             "load_s": load_s, "first_call_ms": first_call, "serial_first": sf,
             "serial_later": sl, "cpu_ms_per_first": cpu_first, "cpu_ms_per_later": cpu_later,
-            "concurrent": cc}
+            "concurrent": cc, "ticker_late": lt}
         print(f"{arm}: load {load_s:.1f} s, first call {first_call:.0f} ms; serial first "
               f"chunks {sf['p50']:.1f} / {sf['p95']:.1f} ms (CPU {cpu_first:.1f} ms each), "
               f"later {sl['p50']:.1f} / {sl['p95']:.1f} ms (CPU {cpu_later:.1f}); "
-              f"{args.threads} at once {cc['p50']:.1f} / {cc['p95']:.1f} ms", flush=True)
-    if "cpu" in audio and "cuda" in audio:
-        pairs = [compare(a, b) for a, b in zip(audio["cpu"], audio["cuda"], strict=True)]
-        results["same_audio"] = pairs
-        print("noise off, cuda against cpu: lengths equal "
+              f"{args.threads} at once {cc['p50']:.1f} / {cc['p95']:.1f} ms, a ticker late "
+              f"{lt['p50']:.2f} / {lt['p95']:.2f} / {lt['max']:.1f} ms", flush=True)
+    arms = list(audio)
+    for arm in arms[1:]:
+        pairs = [compare(a, b) for a, b in zip(audio[arms[0]], audio[arm], strict=True)]
+        results.setdefault("same_audio", {})[arm] = pairs
+        print(f"noise off, {arm} against {arms[0]}: lengths equal "
               f"{sum(p['len_a'] == p['len_b'] for p in pairs)}/{len(pairs)}, correlation "
               f"min {min(p['corr'] for p in pairs):.4f}, largest difference "
               f"{max(p['max_diff'] for p in pairs):.0f} of peaks "

@@ -143,6 +143,8 @@ def gpu_problem(config: Config, cuda_available: Callable[[], bool]) -> str | Non
         wants.append(f'[turn] device = "{config.turn.device}"')
     if config.tts.use_cuda and config.tts.engine in ("piper", "auto"):
         wants.append("[tts] use_cuda = true")
+    if config.tts.device.startswith("cuda") and config.tts.engine in ("piper", "auto"):
+        wants.append(f'[tts] device = "{config.tts.device}"')
     if not wants or cuda_available():
         return None
     return (f"{', '.join(wants)} need a CUDA GPU, and torch sees none (torch.cuda.is_available() "

@@ -88,3 +88,17 @@ def test_piper_on_the_gpu_is_part_of_the_check(tmp_path: Path) -> None:
     kokoro = tmp_path / "kokoro.toml"
     kokoro.write_text('[tts]\nengine = "kokoro"\nuse_cuda = true\n')
     assert gpu_problem(load_config(kokoro), lambda: False) is None
+
+
+def test_piper_in_torch_on_the_gpu_is_part_of_the_check(tmp_path: Path) -> None:
+    """`[tts] runtime = "torch"`, `device = "cuda"` is named by the start-up check where torch
+    sees no GPU; a device without the torch runtime is refused when the file is read."""
+    from rtc_server.errors import ConfigError
+
+    _needs_a_gpu(tmp_path / "tts.toml",
+                 '[tts]\nengine = "piper"\nruntime = "torch"\ndevice = "cuda"\n',
+                 '[tts] device = "cuda"')
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[tts]\nengine = "piper"\ndevice = "cuda"\n')
+    with pytest.raises((ConfigError, ValueError), match="runtime"):
+        load_config(bad)

@@ -22,7 +22,8 @@ def create_tts(config: TTSConfig | None = None) -> TTS:
 
         return PiperTTS(
             config.voice_model, config.voice_config, speed=config.speed,
-            use_cuda=config.use_cuda, threads=config.threads,
+            use_cuda=config.use_cuda, threads=config.threads, runtime=config.runtime,
+            device=config.device,
         )
     if config.engine == "kokoro":
         from engines.tts.kokoro import DEFAULT_VOICE, KokoroTTS

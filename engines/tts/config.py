@@ -17,6 +17,7 @@ from engines.tts.errors import InvalidInputError
 from engines.tts.kokoro_files import VOICES
 
 ENGINES = ("auto", "piper", "kokoro", "espeak")
+RUNTIMES = ("onnxruntime", "torch")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,12 @@ class TTSConfig:
     use_cuda: bool = False
     threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
     # on shared cores and scales across concurrent sessions
+    # "torch": the piper voice's own graph run node by node in torch (engines/graph_torch.py)
+    # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one); for a GPU,
+    # where a call costs the worker's CPU only the kernels' launches (on a CPU it is slower
+    # than onnxruntime)
+    runtime: str = "onnxruntime"
+    device: str = "cpu"
     # --- kokoro ---
     voice: str | None = None  # Kokoro voice, one of its 54 (None: zm_yunxia, af_heart by language)
     # onnxruntime threads per Kokoro call (0 = all cores): 2 took a clause from RTF 0.55 to
@@ -46,6 +53,17 @@ class TTSConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidInputError(f"unknown tts engine {self.engine!r} ({', '.join(ENGINES)})")
+        if self.runtime not in RUNTIMES:
+            raise InvalidInputError(f"unknown tts runtime {self.runtime!r} "
+                                    f"({', '.join(RUNTIMES)})")
+        if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
+            raise InvalidInputError(f"tts device {self.device!r}: cpu, cuda[:N] or auto")
+        if self.device != "cpu" and self.runtime != "torch":
+            raise InvalidInputError('[tts] device needs runtime = "torch" (use_cuda is '
+                                    "onnxruntime's CUDA provider)")
+        if self.runtime == "torch" and self.use_cuda:
+            raise InvalidInputError('[tts] use_cuda is for runtime = "onnxruntime"; with '
+                                    '"torch" set device')
         if self.voice is not None and self.voice not in VOICES:
             raise InvalidInputError(
                 f"unknown Kokoro voice {self.voice!r}; the 54 voices are: {', '.join(VOICES)}"

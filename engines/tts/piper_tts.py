@@ -4,6 +4,9 @@
 can play while later ones are synthesized. The voice model is patched in memory to expose
 per-phoneme sample counts (`include_alignments=True`); timings follow `engines.tts.phonemes`.
 Thread-safe: onnxruntime sessions may run concurrently and piper serializes its phonemizer.
+`runtime="torch"` runs the same voice file's graph in torch (engines/graph_torch.py) instead
+of onnxruntime, for a GPU: there a call costs the CPU its kernels' launches, not the
+synthesis (bench/gpu_tts.py; bench/RESULTS.md, section gpu).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def default_voice_paths() -> tuple[Path, Path]:
 class PiperTTS:
     """Piper voice; `speed` > 1 speaks faster (piper's length_scale = 1 / speed).
     `noise_scale` / `noise_w_scale` (None: the voice's) at 0 make the same text give the same
-    samples (benchmarks comparing runtimes)."""
+    samples (benchmarks comparing runtimes). `runtime` "onnxruntime" (`use_cuda`: its CUDA
+    provider; `threads`: its threads) or "torch" on `device`."""
 
     def __init__(
         self,
@@ -53,6 +57,8 @@ class PiperTTS:
         threads: int = 1,
         noise_scale: float | None = None,
         noise_w_scale: float | None = None,
+        runtime: str = "onnxruntime",
+        device: str = "cpu",
     ) -> None:
         if speed <= 0:
             raise InvalidInputError(f"speed must be > 0, got {speed}")
@@ -66,14 +72,21 @@ class PiperTTS:
         if not model_path.is_file() or not config_path.is_file():
             raise ModelLoadError(f"piper voice not found: {model_path} / {config_path}")
         try:
-            with load_step(logger, f"piper voice {model_path.name}"):
-                self._voice = _load_voice(model_path, config_path, use_cuda, threads)
+            with load_step(logger, f"piper voice {model_path.name} ({runtime}, {device})"):
+                session = (_torch_session(model_path, device) if runtime == "torch"
+                           else _onnxruntime_session(model_path, use_cuda, threads))
+                self._voice = _voice(session, config_path)
+        except ModelLoadError:
+            raise
         except Exception as exc:
             raise ModelLoadError(f"cannot load piper voice {model_path}: {exc}") from exc
         self.sample_rate: int = int(self._voice.config.sample_rate)
         self._syn_config = SynthesisConfig(length_scale=self._voice.config.length_scale / speed,
                                            noise_scale=noise_scale, noise_w_scale=noise_w_scale)
         self.name = model_path.stem
+        if runtime == "torch":  # the device's first kernels (handles, libraries): not a user's
+            for _ in self.synthesize("Ready."):
+                pass
 
     def synthesize(self, text: str) -> Iterator[Speech]:
         """Yield one `Speech` per sentence of `text` (nothing for text without speech)."""
@@ -109,26 +122,40 @@ class PiperTTS:
             raise TTSError(f"piper failed on {text[:40]!r}: {exc}") from exc
 
 
-def _load_voice(model_path: Path, config_path: Path, use_cuda: bool, threads: int) -> Any:
-    """`PiperVoice.load(..., include_alignments=True)` with our onnxruntime thread settings.
+def _alignment_model(model_path: Path) -> Any:
+    """The voice's graph with its per-phoneme sample counts as a second output."""
+    import onnx
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    model = onnx.load(str(model_path))
+    try:
+        add_alignment_output(model)
+    except ValueError:
+        logger.debug("piper voice %s is already patched for alignments", model_path.name)
+    return model
+
+
+def _voice(session: Any, config_path: Path) -> Any:
+    """A `PiperVoice` over `session` (anything with onnxruntime's `run(None, feeds)`)."""
+    import json
+
+    from piper import PiperVoice
+    from piper.config import PiperConfig
+
+    config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+    return PiperVoice(session=session, config=config)
+
+
+def _onnxruntime_session(model_path: Path, use_cuda: bool, threads: int) -> Any:
+    """onnxruntime's session with our thread settings.
 
     Measured on 2 shared cores: a short clause takes ~350 ms with onnxruntime's default (all
     cores, spinning workers), ~230 ms without spinning and ~130 ms on one thread without
     spinning, since busy-waiting workers fight the other engines for the cores.
     """
-    import json
-
-    import onnx
     import onnxruntime
-    from piper import PiperVoice
-    from piper.config import PiperConfig
-    from piper.patch_voice_with_alignment import add_alignment_output
 
-    model = onnx.load(str(model_path))
-    try:
-        add_alignment_output(model)  # expose per-phoneme sample counts
-    except ValueError:
-        logger.debug("piper voice %s is already patched for alignments", model_path.name)
+    model = _alignment_model(model_path)
     options = onnxruntime.SessionOptions()
     if threads > 0:
         options.intra_op_num_threads = threads
@@ -147,8 +174,21 @@ def _load_voice(model_path: Path, config_path: Path, use_cuda: bool, threads: in
             f"{', '.join(onnxruntime.get_available_providers())}). It needs onnxruntime-gpu "
             "built for the machine's CUDA, its CUDA and cuDNN libraries, and a GPU; or set "
             "use_cuda = false")
-    config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-    return PiperVoice(session=session, config=config)
+    return session
+
+
+def _torch_session(model_path: Path, device: str) -> Any:
+    """The voice's graph in torch on `device` (its shapes follow the text: run eagerly)."""
+    try:
+        import onnx  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ModelLoadError('[tts] runtime = "torch" needs torch and onnx (the face extra): '
+                             "pip install 'rtc-avatar[face]'") from exc
+    from engines.graph_torch import TorchGraph, resolve_device
+
+    return TorchGraph(_alignment_model(model_path), resolve_device(device, "[tts]"),
+                      cuda_graph=False)
 
 
 def _load_cuda_libraries(onnxruntime: Any) -> None:

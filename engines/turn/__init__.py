@@ -18,11 +18,12 @@ def load_turn_model(config: TurnConfig | None = None) -> TurnModel | None:
     if not config.enabled:
         return None
     if config.runtime == "torch":
+        from engines.graph_torch import resolve_device
         from engines.turn.smart_turn import model_file
-        from engines.turn.smart_turn_torch import load_torch_smart_turn, resolve_device
+        from engines.turn.smart_turn_torch import load_torch_smart_turn
 
         return load_torch_smart_turn(model_file(config.model_path),
-                                     resolve_device(config.device))
+                                     resolve_device(config.device, "[turn]"))
     from engines.turn.smart_turn import load_smart_turn
 
     return load_smart_turn(config.model_path, config.threads)

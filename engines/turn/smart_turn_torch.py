@@ -4,11 +4,11 @@ Why: under load the turn model became the end of turn's last evidence. At 32 ses
 H200 (6 workers under MPS) its probability came 303-329 ms after the voice, after Whisper's
 pause transcript (344-387), although it is asked 80 ms into the silence: ~50 ms of CPU a call
 (this VM, one thread; ~26 ms on an idle machine) queued behind each worker's video and TTS.
-On the GPU the graph's ~600 small kernels are one captured CUDA graph (engines/turn/
+On the GPU the graph's ~600 small kernels are one captured CUDA graph (engines/
 graph_torch.py); the features stay pipecat's NumPy function (~3 ms), the same input the
 ONNX model gets.
 
-How: the file's graph itself, node by node (`engines.turn.graph_torch`), its activations
+How: the file's graph itself, node by node (`engines.graph_torch`), its activations
 rounded where the file rounds them (it is a statically quantized int8 graph). An earlier
 port ran the dequantized weights in float32 and differed by up to 0.8 on borderline windows;
 this one differs from onnxruntime by what onnxruntime's own fused and unfused runs of the
@@ -45,7 +45,7 @@ class TorchSmartTurn:
         except ImportError as exc:
             raise TurnModelLoadError("[turn] runtime = \"torch\" needs torch and onnx (the "
                                      "face extra): pip install 'rtc-avatar[face]'") from exc
-        from engines.turn.graph_torch import TorchGraph
+        from engines.graph_torch import TorchGraph
 
         self._features = load_features()
         with load_step(logger, f"smart turn in torch ({model_path.name}, {device})"):
@@ -60,20 +60,8 @@ class TorchSmartTurn:
 
     def complete_probability(self, pcm16k: np.ndarray) -> float:
         features = model_input(self._features, pcm16k)
-        probability = float(self._graph.run(**{INPUT: features}).reshape(-1)[0])
+        probability = float(self._graph.run(None, {INPUT: features})[0].reshape(-1)[0])
         return min(max(probability, 0.0), 1.0)
-
-
-def resolve_device(device: str) -> str:
-    """"auto": "cuda" where torch sees a GPU, else "cpu" (logged); others as given."""
-    if device != "auto":
-        return device
-    import torch
-
-    chosen = "cuda" if torch.cuda.is_available() else "cpu"
-    if chosen == "cpu":
-        logger.warning("[turn] device = \"auto\": no GPU visible to torch, Smart Turn on the CPU")
-    return chosen
 
 
 def load_torch_smart_turn(model_path: Path, device: str) -> TorchSmartTurn:

@@ -1,5 +1,5 @@
 """Smart Turn v3.2 in torch (engines/turn/smart_turn_torch.py, the file's graph run node by
-node by engines/turn/graph_torch.py) against the shipped int8 ONNX model through
+node by engines/graph_torch.py) against the shipped int8 ONNX model through
 onnxruntime, on the CPU: the same graph, its activations rounded at the same places.
 
 Not bit-equal: a value on a rounding boundary of one of the 78 quantized activations moves
@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engines.graph_torch import TorchGraph, resolve_device
 from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError, TurnModelLoadError
-from engines.turn.graph_torch import TorchGraph
 from engines.turn.smart_turn import SmartTurnModel, bundled_model_path, load_smart_turn
-from engines.turn.smart_turn_torch import TorchSmartTurn, resolve_device
+from engines.turn.smart_turn_torch import TorchSmartTurn
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
 from testkit.speech import synth, voiced_bounds
 
@@ -68,13 +68,13 @@ def test_a_graph_with_an_operator_it_does_not_run_is_refused(tmp_path: Path) -> 
 
     x = helper.make_tensor_value_info("input_features", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-    graph = helper.make_graph([helper.make_node("Relu", ["input_features"], ["y"])], "g",
+    graph = helper.make_graph([helper.make_node("Celu", ["input_features"], ["y"])], "g",
                               [x], [y])
-    path = tmp_path / "relu.onnx"
+    path = tmp_path / "celu.onnx"
     onnx.save(helper.make_model(graph), str(path))
-    with pytest.raises(ValueError, match="Relu"):
+    with pytest.raises(ValueError, match="Celu"):
         TorchGraph(path)
-    with pytest.raises(TurnModelLoadError, match="Relu"):
+    with pytest.raises(TurnModelLoadError, match="Celu"):
         TorchSmartTurn(path)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx file")
@@ -83,16 +83,17 @@ def test_a_graph_with_an_operator_it_does_not_run_is_refused(tmp_path: Path) -> 
 
 
 def test_the_graph_keeps_shapes_on_the_cpu_and_the_rest_on_the_device() -> None:
-    """Run on torch's "meta" device (shapes only, no values): an operation that mixed the
-    device's tensors with the CPU's shape tensors would raise, as it would on a GPU."""
+    """Run on torch's "meta" device (shapes only, no values): an operation that met the
+    device's tensors and the host's shape arrays would have moved one over (counted)."""
     graph = TorchGraph(bundled_model_path(), device="meta")
     values = dict(graph._constants)  # noqa: SLF001 - the graph's own stepping, on "meta"
     values["input_features"] = torch.zeros(1, 80, 800, device="meta")
     with torch.inference_mode():
         for step in graph._nodes:  # noqa: SLF001
             graph._execute(step, values)  # noqa: SLF001
-    out = values[graph.output]
+    out = values[graph.outputs[0]]
     assert out.device.type == "meta" and tuple(out.shape) == (1, 1)
+    assert graph.moves == 0  # no host value had to follow the data to the device
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -123,7 +124,7 @@ def test_the_runtime_is_chosen_by_the_config() -> None:
     assert isinstance(model, TorchSmartTurn) and model.device == "cpu"
     assert load_turn_model(TurnConfig(runtime="torch")) is model  # once per process
     if not torch.cuda.is_available():
-        assert resolve_device("auto") == "cpu"
+        assert resolve_device("auto", "[turn]") == "cpu"
     for bad in ({"runtime": "tensorflow"}, {"device": "gpu"}, {"device": "cuda"}):
         with pytest.raises(InvalidTurnConfigError):
             TurnConfig(**bad)  # type: ignore[arg-type]
