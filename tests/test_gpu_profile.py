@@ -22,6 +22,8 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert config.face.batch_window_ms == 2.0 and config.face.max_batch == 64
     assert (config.asr.runtime, config.asr.device) == ("torch", "auto")
     assert config.media.render_device == "cuda"
+    assert (config.turn.runtime, config.turn.device) == ("torch", "cuda")
+    assert (config.tts.engine, config.tts.runtime) == ("piper", "onnxruntime")
 
 
 def test_without_a_gpu_the_profile_stops_before_anything_loads(
