@@ -1,6 +1,8 @@
 """Piper by runtime: onnxruntime on the CPU ("cpu"), onnxruntime's CUDA provider ("cuda",
 `[tts] use_cuda`), the voice's graph in torch on the GPU ("torch-cuda", `[tts] runtime =
-"torch"`, `device = "cuda"`) or on the CPU ("torch-cpu").
+"torch"`, `device = "cuda"`) or on the CPU ("torch-cpu"), or split: the text side on
+onnxruntime, the decoder in torch captured per length bucket ("split-cuda", `[tts] runtime =
+"split"`; "split-cpu" eager).
 
 The text is what the GPU profile speaks: `bench/gpu_answers.json`'s answers cut by the agent's
 chunker with the profile's `first_chunk_max_chars`, so "first" chunks are the one- or
@@ -14,10 +16,12 @@ two-word openings whose synthesis sits between the end of turn and the first aud
   every millisecond: its lateness p50 / p95 / max is what a worker's event loop would feel
   of the calls' hold on the interpreter (onnxruntime lets it go while it computes; the
   torch runtime keeps it while it launches kernels);
+- with a split arm, the CPU ms per call of its text side (onnxruntime) against the whole
+  voice's: what the split leaves on the worker's cores;
 - the same audio: with piper's noise off (noise_scale 0, noise_w_scale 0) each arm's samples
   against the first arm's, per chunk (length equal, correlation, largest difference).
 
-    python bench/gpu_tts.py [--arms cpu,cuda,torch-cuda] [--threads 6] [--json out.json]
+    python bench/gpu_tts.py [--arms cpu,cuda,torch-cuda,split-cuda] [--threads 6] [--json F]
 
 Run on the GPU machine through bench/gpu_device.sh (the "cuda" arm with `EXTRAS=ortgpu`,
 onnxruntime-gpu).
@@ -96,9 +100,9 @@ def concurrent(tts: PiperTTS, answers: list[list[str]], threads: int
 
 def make(arm: str, quiet: bool = False) -> PiperTTS:
     noise = 0.0 if quiet else None
-    if arm.startswith("torch-"):
-        return PiperTTS(runtime="torch", device=arm.removeprefix("torch-"), noise_scale=noise,
-                        noise_w_scale=noise)
+    runtime, _, device = arm.partition("-")
+    if runtime in ("torch", "split"):
+        return PiperTTS(runtime=runtime, device=device, noise_scale=noise, noise_w_scale=noise)
     return PiperTTS(use_cuda=arm == "cuda", threads=1, noise_scale=noise, noise_w_scale=noise)
 
 
@@ -116,6 +120,27 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
             "peak": float(np.max(np.abs(a))) if len(a) else 0.0}
 
 
+def text_side_cpu(split: PiperTTS, whole: PiperTTS, texts: list[str]) -> tuple[float, float]:
+    """CPU ms per call of the split voice's text side and of the whole voice (both
+    onnxruntime on this CPU, noise as the voice's), over `texts`."""
+    voice = split.voice
+    feeds = []
+    for text in texts:
+        ids = [i for phonemes in voice.phonemize(text) for i in voice.phonemes_to_ids(phonemes)]
+        feeds.append({"input": np.array([ids], np.int64),
+                      "input_lengths": np.array([len(ids)], np.int64),
+                      "scales": np.array([0.667, 1.0, 0.8], np.float32)})
+    out = []
+    for session in (voice.session.text, whole.voice.session):
+        for f in feeds[:3]:
+            session.run(None, f)
+        cpu = time.process_time()
+        for f in feeds:
+            session.run(None, f)
+        out.append((time.process_time() - cpu) * 1000 / max(len(feeds), 1))
+    return out[0], out[1]
+
+
 def stats(ms: list[float]) -> dict[str, float]:
     return {"n": len(ms), "p50": pct(ms, 0.5), "p95": pct(ms, 0.95),
             "max": max(ms) if ms else float("nan")}
@@ -124,7 +149,7 @@ def stats(ms: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arms", default="cpu,torch-cuda")
+    parser.add_argument("--arms", default="cpu,split-cuda")
     parser.add_argument("--threads", type=int, default=6, help="concurrent callers")
     parser.add_argument("--answers", type=Path, default=REPO / "bench" / "gpu_answers.json")
     parser.add_argument("--json", type=Path, default=None)
@@ -159,6 +184,15 @@ def main(argv: list[str] | None = None) -> int:
               f"later {sl['p50']:.1f} / {sl['p95']:.1f} ms (CPU {cpu_later:.1f}); "
               f"{args.threads} at once {cc['p50']:.1f} / {cc['p95']:.1f} ms, a ticker late "
               f"{lt['p50']:.2f} / {lt['p95']:.2f} / {lt['max']:.1f} ms", flush=True)
+    split_arm = next((arm for arm in args.arms.split(",") if arm.startswith("split-")), None)
+    if split_arm:  # where the split's CPU goes: its text side against the whole voice
+        split, whole = make(split_arm), make("cpu")
+        sides = {kind: text_side_cpu(split, whole, texts)
+                 for kind, texts in (("first", first), ("later", later))}
+        results["text_side_cpu_ms"] = sides
+        print("CPU ms per call, the split's text side / the whole voice on onnxruntime: first "
+              f"chunks {sides['first'][0]:.1f} / {sides['first'][1]:.1f}, later "
+              f"{sides['later'][0]:.1f} / {sides['later'][1]:.1f}", flush=True)
     arms = list(audio)
     for arm in arms[1:]:
         pairs = [compare(a, b) for a, b in zip(audio[arms[0]], audio[arm], strict=True)]

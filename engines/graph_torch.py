@@ -17,12 +17,14 @@ come from shapes or integer inputs stay on the CPU, so shape arithmetic never wa
 device; an operation that meets a device tensor and a CPU one moves the CPU one over (counted
 in `moves`: none in Smart Turn's graph, a few small masks in piper's).
 
-On CUDA a graph whose inputs are float32 of fixed shape (Smart Turn's) can be captured once
-as a CUDA graph (symbolic dimensions as 1) on the graph's own stream, as the portrait's warp
-is (engines/face/gpu_warp.py): a call is a copy in, one replay and a copy out, its wait
-asleep (engines/device_wait.py). The capture is checked against the eager run on a test
-input before it serves; a capture that fails or differs is logged and the graph runs eagerly
-on that stream instead. Graphs with data-dependent shapes run eagerly.
+On CUDA a graph with float32 inputs and one output can be captured as a CUDA graph for
+given input shapes (Smart Turn's fixed ones, symbolic dimensions as 1, at load; a piper
+decoder's length buckets, engines/tts/piper_split.py) on the graph's own stream, as the
+portrait's warp is (engines/face/gpu_warp.py): a call of those shapes is a copy in, one
+replay and a copy out, its wait asleep (engines/device_wait.py). Each capture is checked
+against the eager run on a test input before it serves; one that fails or differs is logged
+and those calls run eagerly on that stream instead. Graphs whose shapes depend on their
+values (a whole piper voice) run eagerly.
 """
 
 from __future__ import annotations
@@ -519,13 +521,37 @@ class TorchGraph:
         self._constants = {name: v for name, v in values.items() if name in read}
         self._lock = threading.Lock()
         self._stream: Any = None
-        self._replay: Any = None  # (graph, static inputs, static output, pinned in/out)
+        # Captures by the inputs' shapes: (graph, static inputs, static output, pinned in/out)
+        self._replays: dict[tuple[tuple[int, ...], ...], Any] = {}
         if torch.device(device).type == "cuda":
             self._stream = torch.cuda.Stream(device)
-            capturable = len(self.outputs) == 1 and all(
-                t == np.float32 for t in self._types.values())
-            if cuda_graph and capturable:
-                self._replay = self._captured()
+            if cuda_graph and self.capturable:
+                self.capture(self._shapes)
+
+    @property
+    def capturable(self) -> bool:
+        """Whether `capture` may work: on CUDA, one output, float32 inputs only."""
+        return self._stream is not None and len(self.outputs) == 1 and all(
+            t == np.float32 for t in self._types.values())
+
+    @property
+    def captured(self) -> list[tuple[tuple[int, ...], ...]]:
+        """The input shapes (in `inputs` order) that run as a captured CUDA graph."""
+        return list(self._replays)
+
+    def capture(self, shapes: dict[str, tuple[int, ...]]) -> bool:
+        """Capture the graph for inputs of `shapes` (its shape arithmetic must not read the
+        device's values), checked against the eager run; False (logged) where it failed or
+        differed: such calls run eagerly."""
+        if not self.capturable:
+            return False
+        key = tuple(tuple(shapes[n]) for n in self.inputs)
+        if key not in self._replays:
+            replay = self._captured(shapes)
+            if replay is None:
+                return False
+            self._replays[key] = replay
+        return True
 
     @property
     def moves(self) -> int:
@@ -567,13 +593,13 @@ class TorchGraph:
         return {n: torch.from_numpy(a).to(self.device) if a.dtype.kind == "f" else a
                 for n, a in arrays.items()}
 
-    def _captured(self) -> Any:
-        """The graph's nodes captured for `self._shapes` and checked, or None (logged)."""
+    def _captured(self, shapes: dict[str, tuple[int, ...]]) -> Any:
+        """The graph's nodes captured for `shapes` and checked, or None (logged)."""
         import torch
 
         stream, here = self._stream, torch.cuda.current_stream(self.device)
-        static = {n: torch.zeros(shape, dtype=torch.float32, device=self.device)
-                  for n, shape in self._shapes.items()}
+        static = {n: torch.zeros(shapes[n], dtype=torch.float32, device=self.device)
+                  for n in self.inputs}
         try:
             stream.wait_stream(here)
             with torch.inference_mode(), torch.cuda.stream(stream):
@@ -589,8 +615,8 @@ class TorchGraph:
             pinned_out = torch.zeros(out.shape, dtype=out.dtype).pin_memory()
             replay = (graph, static, out, pinned_in, pinned_out)
             rng = np.random.default_rng(0)
-            probe = {n: rng.standard_normal(shape).astype(np.float32)
-                     for n, shape in self._shapes.items()}
+            probe = {n: rng.standard_normal(shapes[n]).astype(np.float32)
+                     for n in self.inputs}
             replayed, eager = self._replayed(replay, probe), self._eager(probe)[0]
         except Exception as exc:  # capture refusals come as RuntimeErrors of many kinds
             logger.warning("graph capture failed, running eagerly: %s", exc)
@@ -608,11 +634,8 @@ class TorchGraph:
         if missing:
             raise ValueError(f"missing inputs: {missing}")
         arrays = {n: np.ascontiguousarray(feeds[n], dtype=self._types[n]) for n in self.inputs}
-        if self._replay is not None and all(a.shape == self._shapes[n]
-                                            for n, a in arrays.items()):
-            outputs = [self._replayed(self._replay, arrays)]
-        else:
-            outputs = self._eager(arrays)
+        replay = self._replays.get(tuple(arrays[n].shape for n in self.inputs))
+        outputs = [self._replayed(replay, arrays)] if replay else self._eager(arrays)
         if output_names is None:
             return outputs
         return [outputs[self.outputs.index(name)] for name in output_names]

@@ -17,7 +17,7 @@ from engines.tts.errors import InvalidInputError
 from engines.tts.kokoro_files import VOICES
 
 ENGINES = ("auto", "piper", "kokoro", "espeak")
-RUNTIMES = ("onnxruntime", "torch")
+RUNTIMES = ("onnxruntime", "torch", "split")
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,10 @@ class TTSConfig:
     threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
     # on shared cores and scales across concurrent sessions
     # "torch": the piper voice's own graph run node by node in torch (engines/graph_torch.py)
-    # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one); for a GPU,
-    # where a call costs the worker's CPU only the kernels' launches (on a CPU it is slower
-    # than onnxruntime)
+    # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one): measured
+    # slower than the CPU on the H200. "split": its text side on onnxruntime (`threads`), its
+    # flow and decoder in torch on `device`, one CUDA graph per length bucket on a GPU
+    # (engines/tts/piper_split.py)
     runtime: str = "onnxruntime"
     device: str = "cpu"
     # --- kokoro ---
@@ -58,12 +59,12 @@ class TTSConfig:
                                     f"({', '.join(RUNTIMES)})")
         if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
             raise InvalidInputError(f"tts device {self.device!r}: cpu, cuda[:N] or auto")
-        if self.device != "cpu" and self.runtime != "torch":
-            raise InvalidInputError('[tts] device needs runtime = "torch" (use_cuda is '
-                                    "onnxruntime's CUDA provider)")
-        if self.runtime == "torch" and self.use_cuda:
+        if self.device != "cpu" and self.runtime == "onnxruntime":
+            raise InvalidInputError('[tts] device needs runtime = "torch" or "split" '
+                                    "(use_cuda is onnxruntime's CUDA provider)")
+        if self.runtime != "onnxruntime" and self.use_cuda:
             raise InvalidInputError('[tts] use_cuda is for runtime = "onnxruntime"; with '
-                                    '"torch" set device')
+                                    f'"{self.runtime}" set device')
         if self.voice is not None and self.voice not in VOICES:
             raise InvalidInputError(
                 f"unknown Kokoro voice {self.voice!r}; the 54 voices are: {', '.join(VOICES)}"

@@ -5,8 +5,9 @@ can play while later ones are synthesized. The voice model is patched in memory 
 per-phoneme sample counts (`include_alignments=True`); timings follow `engines.tts.phonemes`.
 Thread-safe: onnxruntime sessions may run concurrently and piper serializes its phonemizer.
 `runtime="torch"` runs the same voice file's graph in torch (engines/graph_torch.py) instead
-of onnxruntime, for a GPU: there a call costs the CPU its kernels' launches, not the
-synthesis (bench/gpu_tts.py; bench/RESULTS.md, section gpu).
+of onnxruntime; `runtime="split"` its text side on onnxruntime and its decoder in torch,
+captured per length bucket on a GPU (engines/tts/piper_split.py; bench/gpu_tts.py, bench/
+RESULTS.md section gpu).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class PiperTTS:
     """Piper voice; `speed` > 1 speaks faster (piper's length_scale = 1 / speed).
     `noise_scale` / `noise_w_scale` (None: the voice's) at 0 make the same text give the same
     samples (benchmarks comparing runtimes). `runtime` "onnxruntime" (`use_cuda`: its CUDA
-    provider; `threads`: its threads) or "torch" on `device`."""
+    provider; `threads`: its threads), "torch" on `device`, or "split" (the text side on
+    onnxruntime with `threads`, the decoder on `device`)."""
 
     def __init__(
         self,
@@ -73,8 +75,8 @@ class PiperTTS:
             raise ModelLoadError(f"piper voice not found: {model_path} / {config_path}")
         try:
             with load_step(logger, f"piper voice {model_path.name} ({runtime}, {device})"):
-                session = (_torch_session(model_path, device) if runtime == "torch"
-                           else _onnxruntime_session(model_path, use_cuda, threads))
+                session = _session(_alignment_model(model_path), runtime, device, use_cuda,
+                                   threads)
                 self._voice = _voice(session, config_path)
         except ModelLoadError:
             raise
@@ -84,9 +86,14 @@ class PiperTTS:
         self._syn_config = SynthesisConfig(length_scale=self._voice.config.length_scale / speed,
                                            noise_scale=noise_scale, noise_w_scale=noise_w_scale)
         self.name = model_path.stem
-        if runtime == "torch":  # the device's first kernels (handles, libraries): not a user's
+        if runtime != "onnxruntime":  # the device's first kernels (handles, libraries)
             for _ in self.synthesize("Ready."):
                 pass
+
+    @property
+    def voice(self) -> Any:
+        """piper's `PiperVoice` (its phonemizer and its session), for benchmarks to read."""
+        return self._voice
 
     def synthesize(self, text: str) -> Iterator[Speech]:
         """Yield one `Speech` per sentence of `text` (nothing for text without speech)."""
@@ -146,7 +153,28 @@ def _voice(session: Any, config_path: Path) -> Any:
     return PiperVoice(session=session, config=config)
 
 
-def _onnxruntime_session(model_path: Path, use_cuda: bool, threads: int) -> Any:
+def _session(model: Any, runtime: str, device: str, use_cuda: bool, threads: int) -> Any:
+    """What runs the voice's graph (`run(None, feeds)`, as onnxruntime's session)."""
+    if runtime == "onnxruntime":
+        return _onnxruntime_session(model, use_cuda, threads)
+    try:
+        import onnx  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ModelLoadError(f'[tts] runtime = "{runtime}" needs torch and onnx (the face '
+                             "extra): pip install 'rtc-avatar[face]'") from exc
+    from engines.graph_torch import TorchGraph, resolve_device
+
+    device = resolve_device(device, "[tts]")
+    if runtime == "split":
+        from engines.tts.piper_split import PiperSplitSession
+
+        return PiperSplitSession(model, device, lambda part: _onnxruntime_session(
+            part, False, threads))
+    return TorchGraph(model, device, cuda_graph=False)  # its shapes follow the text
+
+
+def _onnxruntime_session(model: Any, use_cuda: bool, threads: int) -> Any:
     """onnxruntime's session with our thread settings.
 
     Measured on 2 shared cores: a short clause takes ~350 ms with onnxruntime's default (all
@@ -155,7 +183,6 @@ def _onnxruntime_session(model_path: Path, use_cuda: bool, threads: int) -> Any:
     """
     import onnxruntime
 
-    model = _alignment_model(model_path)
     options = onnxruntime.SessionOptions()
     if threads > 0:
         options.intra_op_num_threads = threads
@@ -175,20 +202,6 @@ def _onnxruntime_session(model_path: Path, use_cuda: bool, threads: int) -> Any:
             "built for the machine's CUDA, its CUDA and cuDNN libraries, and a GPU; or set "
             "use_cuda = false")
     return session
-
-
-def _torch_session(model_path: Path, device: str) -> Any:
-    """The voice's graph in torch on `device` (its shapes follow the text: run eagerly)."""
-    try:
-        import onnx  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise ModelLoadError('[tts] runtime = "torch" needs torch and onnx (the face extra): '
-                             "pip install 'rtc-avatar[face]'") from exc
-    from engines.graph_torch import TorchGraph, resolve_device
-
-    return TorchGraph(_alignment_model(model_path), resolve_device(device, "[tts]"),
-                      cuda_graph=False)
 
 
 def _load_cuda_libraries(onnxruntime: Any) -> None:

@@ -106,7 +106,7 @@ def test_on_a_gpu_the_captured_graph_gives_the_cpu_s_answers(
     the same graph, within the kernels' float differences (not run on this CPU-only VM)."""
     _, on_cpu = models
     on_gpu = TorchSmartTurn(bundled_model_path(), "cuda")
-    assert on_gpu._graph._replay is not None  # noqa: SLF001 - captured, not the fallback
+    assert on_gpu._graph.captured == [((1, 80, 800),)]  # noqa: SLF001 - not the fallback
     gaps = [abs(on_gpu.complete_probability(w) - on_cpu.complete_probability(w))
             for w in windows()[::3]]
     # A rounding boundary crossed on one side (cuDNN's TF32 convolutions, other sums) moves

@@ -1,7 +1,9 @@
-"""Piper's voice run in torch (`[tts] runtime = "torch"`, engines/graph_torch.py) against the
-same voice through onnxruntime, on the CPU: with the noise off both runtimes compute the same
-function, so the same text must give the same samples (within float rounding) and the same
-phoneme timings. The GPU run of it is a test that skips here."""
+"""Piper's voice run in torch (`[tts] runtime = "torch"`, engines/graph_torch.py) and split
+(`runtime = "split"`: the text side on onnxruntime, the decoder in torch, engines/tts/
+piper_split.py) against the same voice through onnxruntime, on the CPU: with the noise off
+they compute the same function, so the same text must give the same durations and phoneme
+timings and the same samples (the split's within its padding's edge). The GPU runs of them
+are tests that skip here."""
 
 from __future__ import annotations
 
@@ -46,6 +48,75 @@ def test_the_torch_runtime_speaks_as_onnxruntime_does(quiet: tuple[PiperTTS, Pip
         assert _agree(reference, port, text) > 0.9999  # measured: > 0.999999
 
 
+def _snr_db(reference: PiperTTS, other: PiperTTS, text: str) -> float:
+    """How far below the speech the two runtimes' difference is (same durations asserted)."""
+    a = np.concatenate([s.pcm for s in reference.synthesize(text)]).astype(float)
+    parts = list(other.synthesize(text))
+    b = np.concatenate([s.pcm for s in parts]).astype(float)
+    assert len(a) == len(b)
+    assert [s.phonemes for s in reference.synthesize(text)] == [s.phonemes for s in parts]
+    return float(20 * np.log10(np.sqrt(np.mean(a**2)) / max(np.sqrt(np.mean((a - b) ** 2)),
+                                                                1e-9)))
+
+
+def test_the_split_runtime_speaks_as_onnxruntime_does(quiet: tuple[PiperTTS, PiperTTS]
+                                                      ) -> None:
+    """The decoder padded to its bucket: only the chunk's last ~50 ms see zeros where the
+    whole graph's convolutions had their edge (measured 54-88 dB below the speech)."""
+    reference, _ = quiet
+    split = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="split")
+    for text in TEXTS:
+        assert _snr_db(reference, split, text) > 40
+
+
+def test_the_split_pads_to_its_buckets_and_refuses_other_graphs(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from engines.tts.piper_split import BUCKETS, PiperSplitSession
+
+    split = PiperTTS(runtime="split")._voice.session  # noqa: SLF001 - its session
+    assert isinstance(split, PiperSplitSession) and split.captured == []  # no GPU here
+    assert [split.bucket(n) for n in (1, 64, 65, 1024, 1500)] == [64, 64, 128, 1024, 1500]
+    assert split.buckets == BUCKETS
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["input"], ["output"], name="/r")],
+                              "g", [x], [y])
+    with pytest.raises(ValueError, match="piper"):
+        PiperSplitSession(helper.make_model(graph), "cpu", lambda part: None)
+    path = tmp_path / "voice.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    (tmp_path / "voice.onnx.json").write_text("{}")
+    with pytest.raises(ModelLoadError):
+        PiperTTS(path, runtime="split")
+
+
+def test_the_split_decoder_can_be_captured() -> None:
+    """What a CUDA graph needs of the decoder side, checked on torch's "meta" device (shapes,
+    no values): it runs at a bucket's length with no value read back from the device and no
+    host value moved to it (either would break a capture on the GPU, where this VM has none)."""
+    from onnx import shape_inference
+    from onnx.utils import Extractor
+
+    from engines.graph_torch import TorchGraph
+    from engines.tts.piper_split import _crossing
+    from engines.tts.piper_tts import _alignment_model, default_voice_paths
+
+    model = shape_inference.infer_shapes(_alignment_model(default_voice_paths()[0]))
+    crossing = _crossing(model)
+    decoder = TorchGraph(Extractor(model).extract_model(crossing, [model.graph.output[0].name]),
+                         "meta", cuda_graph=False)
+    values = dict(decoder._constants)  # noqa: SLF001 - its own stepping, on "meta"
+    values[crossing[0]] = torch.zeros(1, 192, 64, device="meta")
+    values[crossing[1]] = torch.zeros(1, 1, 64, device="meta")
+    with torch.inference_mode():
+        for step in decoder._nodes:  # noqa: SLF001
+            decoder._execute(step, values)  # noqa: SLF001
+    assert tuple(values[decoder.outputs[0]].shape) == (1, 1, 1, 64 * 256)
+    assert decoder.moves == 0
+
+
 def test_with_noise_the_torch_runtime_still_speaks_the_text() -> None:
     """The voice's own noise (RandomNormalLike in the graph): another take each call, of
     about the same length as onnxruntime's."""
@@ -61,8 +132,9 @@ def test_with_noise_the_torch_runtime_still_speaks_the_text() -> None:
 def test_the_config_picks_the_runtime_and_refuses_mixtures() -> None:
     tts = create_tts(TTSConfig(engine="piper", runtime="torch"))
     assert isinstance(tts, PiperTTS)
+    assert TTSConfig(runtime="split", device="cuda").device == "cuda"
     for bad in ({"runtime": "tensorflow"}, {"device": "gpu"}, {"device": "cuda"},
-                {"runtime": "torch", "use_cuda": True}):
+                {"runtime": "torch", "use_cuda": True}, {"runtime": "split", "use_cuda": True}):
         with pytest.raises(InvalidInputError):
             TTSConfig(**bad)
     assert list(tts.synthesize("   ")) == []  # no speech, no call
@@ -86,3 +158,17 @@ def test_on_a_gpu_the_voice_is_the_cpu_s(quiet: tuple[PiperTTS, PiperTTS]) -> No
     on_gpu = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="torch", device="cuda")
     for text in TEXTS:
         assert _agree(reference, on_gpu, text) > 0.99
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_split_decoder_is_captured_and_speaks_as_the_cpu(
+        quiet: tuple[PiperTTS, PiperTTS]) -> None:
+    """Every bucket captured (not the eager fallback), the speech as onnxruntime's within the
+    padding's edge and cuDNN's TF32 rounding (not run on this CPU-only VM)."""
+    from engines.tts.piper_split import BUCKETS
+
+    reference, _ = quiet
+    on_gpu = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="split", device="cuda")
+    assert on_gpu._voice.session.captured == list(BUCKETS)  # noqa: SLF001
+    for text in TEXTS:
+        assert _snr_db(reference, on_gpu, text) > 30
