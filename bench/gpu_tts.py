@@ -19,7 +19,8 @@ two-word openings whose synthesis sits between the end of turn and the first aud
 - with a split arm, the CPU ms per call of its text side (onnxruntime) against the whole
   voice's: what the split leaves on the worker's cores;
 - the same audio: with piper's noise off (noise_scale 0, noise_w_scale 0) each arm's samples
-  against the first arm's, per chunk (length equal, correlation, largest difference).
+  against the first arm's, per chunk (length equal, correlation, how far below the speech
+  the difference is in dB, largest difference).
 
     python bench/gpu_tts.py [--arms cpu,cuda,torch-cuda,split-cuda] [--threads 6] [--json F]
 
@@ -115,7 +116,10 @@ def noiseless(tts: PiperTTS, text: str) -> np.ndarray:
 def compare(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     n = min(len(a), len(b))
     corr = float(np.corrcoef(a[:n], b[:n])[0, 1]) if n > 1 else float("nan")
-    return {"len_a": len(a), "len_b": len(b), "corr": corr,
+    gap = float(np.sqrt(np.mean((a[:n] - b[:n]) ** 2))) if n else 0.0
+    level = float(np.sqrt(np.mean(a[:n] ** 2))) if n else 0.0
+    snr = 20 * float(np.log10(level / gap)) if gap > 0 else float("inf")
+    return {"len_a": len(a), "len_b": len(b), "corr": corr, "snr_db": snr,
             "max_diff": float(np.max(np.abs(a[:n] - b[:n]))) if n else 0.0,
             "peak": float(np.max(np.abs(a))) if len(a) else 0.0}
 
@@ -199,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         results.setdefault("same_audio", {})[arm] = pairs
         print(f"noise off, {arm} against {arms[0]}: lengths equal "
               f"{sum(p['len_a'] == p['len_b'] for p in pairs)}/{len(pairs)}, correlation "
-              f"min {min(p['corr'] for p in pairs):.4f}, largest difference "
+              f"min {min(p['corr'] for p in pairs):.4f}, difference below the speech "
+              f"{min(p['snr_db'] for p in pairs):.1f}-{max(p['snr_db'] for p in pairs):.1f} "
+              f"dB, largest difference "
               f"{max(p['max_diff'] for p in pairs):.0f} of peaks "
               f"{min(p['peak'] for p in pairs):.0f}-{max(p['peak'] for p in pairs):.0f}")
     if args.json:

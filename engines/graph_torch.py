@@ -81,13 +81,8 @@ def _host_unsqueeze(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
 def _host_ops() -> dict[str, Callable[..., Any]]:
     """Shape arithmetic in NumPy: the ops whose inputs are all host arrays (shapes, integer
     inputs, their sums and slices) run here, ~10x cheaper per call than torch's CPU ops
-    (~1,100 of a piper voice's ~2,700 nodes each call)."""
-    def reshape(x: np.ndarray, shape: np.ndarray, a: Attrs) -> np.ndarray:
-        dims = _ints(shape)
-        if not a.get("allowzero", 0):
-            dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-        return x.reshape(dims)
-
+    (~1,100 of a piper voice's ~2,700 nodes each call). Reshape and Squeeze are the torch
+    path's own functions: they only read shapes."""
     return {
         "Add": lambda x, y, a: np.add(x, y),
         "Sub": lambda x, y, a: np.subtract(x, y),
@@ -103,12 +98,11 @@ def _host_ops() -> dict[str, Callable[..., Any]]:
         "Where": lambda c, x, y, a: np.where(c, x, y),
         "Cast": lambda x, a: x.astype(_NUMPY_TYPES[int(a["to"])]),
         "Unsqueeze": lambda x, axes, a: _host_unsqueeze(x, axes),
-        "Squeeze": lambda x, axes=None, a=None: np.squeeze(
-            x, None if axes is None else tuple(d % x.ndim for d in _ints(axes))),
+        "Squeeze": lambda x, axes=None, a=None: _squeeze(x, axes),
         "Concat": lambda *xs, a: np.concatenate(xs, axis=int(a["axis"])),
         "Gather": lambda x, i, a: np.take(x, i % x.shape[int(a.get("axis", 0))],
                                           axis=int(a.get("axis", 0))),
-        "Reshape": reshape,
+        "Reshape": lambda x, shape, a: _reshape(x, shape, a),
         "Expand": lambda x, s, a: np.broadcast_to(x, np.broadcast_shapes(x.shape,
                                                                          tuple(_ints(s)))),
         "Slice": lambda x, *rest, a: _host_slice(x, *rest),
@@ -148,7 +142,7 @@ def _dequantize(q: Tensor, scale: Tensor, zero: Tensor, a: Attrs) -> Tensor:
     return (q.to(s.dtype) - _per_axis(zero, q, axis).to(s.dtype)) * s
 
 
-def _reshape(x: Tensor, shape: Tensor, a: Attrs) -> Tensor:
+def _reshape(x: Tensor | np.ndarray, shape: Tensor | np.ndarray, a: Attrs) -> Any:
     dims = _ints(shape)
     if not a.get("allowzero", 0):
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
@@ -252,7 +246,7 @@ def _unsqueeze(x: Tensor, axes: Tensor) -> Tensor:
     return x
 
 
-def _squeeze(x: Tensor, axes: Tensor | None = None) -> Tensor:
+def _squeeze(x: Tensor | np.ndarray, axes: Tensor | np.ndarray | None = None) -> Any:
     if axes is None:
         return x.reshape([d for d in x.shape if d != 1])
     drop = {d % x.ndim for d in _ints(axes)}

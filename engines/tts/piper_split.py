@@ -3,17 +3,19 @@
 Why: a piper (VITS) voice is a text encoder and a duration predictor (~2,400 of its ~2,750
 ONNX nodes, their shapes set by the phonemes and the predicted durations) and then a flow and
 a HiFi-GAN decoder (~360 nodes, shapes set by the number of frames). On a CPU the second part
-is most of the time (this VM, one thread: 10 of 23 ms for a one-word chunk, ~150 of 170 for a
-sentence). Run whole on a GPU, node by node, the first part's ~2,400 launches cost more CPU
-than the CPU's synthesis (bench/RESULTS.md, gpu). So the first part stays on onnxruntime,
-which lets go of the interpreter while it computes, and the second runs in torch on the
-device as one captured CUDA graph per length bucket (engines/graph_torch.py): a call costs
-the worker's CPU the text side's few milliseconds and one replay.
+is most of the time (this VM, one thread: the first part 8-10 of 46-48 CPU ms for a one-word
+chunk, 32-34 of 249-259 for a later one; bench/gpu_tts.py). Run whole on a GPU, node by
+node, the first part's ~2,400 launches cost more CPU than the CPU's synthesis (bench/
+RESULTS.md, gpu). So the first part stays on onnxruntime, which lets go of the interpreter
+while it computes, and the second runs in torch on the device as one captured CUDA graph per
+length bucket (engines/graph_torch.py): a call costs the worker's CPU the text side's few
+milliseconds and one replay.
 
 The buckets: the frames are padded with zeros (masked, as VITS masks its batches) to the next
 bucket's length and the audio cut back to the frames'. The flow is masked, so only the
 decoder's last ~50 ms see the padding instead of its convolutions' own zero edge: on speech
-the chunk differs from the whole graph's by 54-88 dB below its level (tested). Frames beyond
+the chunk differs from the whole graph's by 56-90 dB below its level (bench/gpu_tts.py, 20
+chunks, noise off; > 40 dB tested). Frames beyond
 the largest bucket run eagerly at their own length.
 
 `PiperSplitSession.run(None, feeds)` answers as the whole voice's onnxruntime session does
@@ -60,11 +62,10 @@ class PiperSplitSession:
         self.text = text_session(text_side)  # the text side's session (benchmarks time it)
         self._audio = TorchGraph(audio_side, device, cuda_graph=False)
         self._frames, self._mask = frames, mask
-        self._channels = channels
         self.buckets = tuple(sorted(buckets))
         if cuda_graphs and self._audio.capturable:
             for size in self.buckets:
-                self._audio.capture({frames: (1, self._channels, size), mask: (1, 1, size)})
+                self._audio.capture({frames: (1, channels, size), mask: (1, 1, size)})
             logger.debug("piper's decoder captured for %s frames", self.captured)
 
     @property

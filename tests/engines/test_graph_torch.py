@@ -106,6 +106,10 @@ def test_expand_broadcasts_both_ways_and_shapes_are_host_arithmetic() -> None:
                 TensorProto.INT64, {"a": np.array([-1, 0], np.int64)}))
     _same(_both(helper.make_node("Squeeze", ["x", "a"], ["y"]), {"x": x}, TensorProto.FLOAT,
                 {"a": np.array([-2], np.int64)}))
+    _same(_both(helper.make_node("Squeeze", ["x", "a"], ["y"]), {"x": I64.reshape(2, 1, 3)},
+                TensorProto.INT64, {"a": np.array([-2], np.int64)}))  # the host path
+    _same(_both(helper.make_node("Reshape", ["x", "s"], ["y"]), {"x": I64}, TensorProto.INT64,
+                {"s": np.array([0, -1, 1], np.int64)}))
 
 
 def test_masks_where_and_nonzero() -> None:
