@@ -23,7 +23,7 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert (config.asr.runtime, config.asr.device) == ("torch", "auto")
     assert config.media.render_device == "cuda"
     assert (config.turn.runtime, config.turn.device) == ("torch", "cuda")
-    assert (config.tts.engine, config.tts.runtime) == ("piper", "onnxruntime")
+    assert (config.tts.engine, config.tts.runtime, config.tts.device) == ("piper", "split", "cuda")
 
 
 def test_without_a_gpu_the_profile_stops_before_anything_loads(
@@ -42,7 +42,7 @@ def test_without_a_gpu_the_profile_stops_before_anything_loads(
     assert entry.main(["--config", str(PROFILE), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert '[llm] device = "cuda"' in err and '[face] device = "cuda"' in err
-    assert '[media] render_device = "cuda"' in err
+    assert '[media] render_device = "cuda"' in err and '[tts] device = "cuda"' in err
     assert "torch sees none" in err
 
 

@@ -3,14 +3,16 @@ node by engines/graph_torch.py) against the shipped int8 ONNX model through
 onnxruntime, on the CPU: the same graph, its activations rounded at the same places.
 
 Not bit-equal: a value on a rounding boundary of one of the 78 quantized activations moves
-the result, and onnxruntime's own fused and unfused runs of the file differ by up to 0.16
-on these windows. Measured here: median difference 0.005, largest 0.15, 30 of 30 windows
-on the same side of 0.5 (the float32 port before it: 0.014, 0.81, 26 of 30; bench/RESULTS.md,
-section turn)."""
+the result. So the port is held to onnxruntime running the graph as written (optimizations
+off; measured here: median difference 0.003, largest 0.06), and only loosely to its default
+fused int8 kernels, which differ from that by up to 0.16 here and by machine (median 0.005,
+largest 0.15 here; 0.31 and 0.51 on the H200 box's Xeon). The float32 port before it: 0.014,
+0.81, 26 of 30 windows on the same side of 0.5 (bench/RESULTS.md, section turn)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +20,14 @@ import pytest
 from engines.graph_torch import TorchGraph, resolve_device
 from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError, TurnModelLoadError
-from engines.turn.smart_turn import SmartTurnModel, bundled_model_path, load_smart_turn
+from engines.turn.smart_turn import (
+    INPUT,
+    SmartTurnModel,
+    bundled_model_path,
+    load_features,
+    load_smart_turn,
+    model_input,
+)
 from engines.turn.smart_turn_torch import TorchSmartTurn
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question
 from testkit.speech import synth, voiced_bounds
@@ -51,17 +60,40 @@ def windows() -> list[np.ndarray]:
     return out
 
 
+def unfused_reference() -> object:
+    """onnxruntime running the file's QDQ graph as written (graph optimizations off): the
+    same computation as the port, without the fused int8 kernels whose rounding differs by
+    machine (AVX-512 VNNI here, another path on the H200 box's Xeon)."""
+    import onnxruntime
+
+    opts = onnxruntime.SessionOptions()
+    opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(bundled_model_path()), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+
+
 def test_it_agrees_with_onnxruntime(models: tuple[SmartTurnModel, TorchSmartTurn]) -> None:
     reference, port = models
-    pairs = [(reference.complete_probability(w), port.complete_probability(w))
-             for w in windows()]
-    gaps = [abs(a - b) for a, b in pairs]
-    assert float(np.median(gaps)) < 0.02  # measured: 0.005 (the float32 port: 0.014)
-    # Borderline windows move with the machine's kernels (this VM: largest 0.15, two over
-    # 0.1; the H200 box's Xeon and onnxruntime 1.30: 0.31): a bound on how many, not how far
-    assert sum(g > 0.1 for g in gaps) <= 4 and max(gaps) < 0.5  # the float32 port: 0.81
-    same_side = sum((a > 0.5) == (b > 0.5) for a, b in pairs)
-    assert same_side >= len(pairs) - 1  # measured: 30 of 30 (the float32 port: 26)
+    session: Any = unfused_reference()
+    features = load_features()
+    fused, unfused, ported = [], [], []
+    for w in windows():
+        fused.append(reference.complete_probability(w))
+        (p,) = session.run(None, {INPUT: model_input(features, w)})
+        unfused.append(float(p.reshape(-1)[0]))
+        ported.append(port.complete_probability(w))
+    gaps = np.abs(np.array(ported) - np.array(unfused))
+    # against the same graph run as written: measured median 0.003, largest 0.06, two over
+    # 0.05 (the float32 port: 26 of 30 on the same side of 0.5 against onnxruntime)
+    assert float(np.median(gaps)) < 0.01
+    assert int(np.sum(gaps > 0.1)) <= 3
+    same_side = sum((a > 0.5) == (b > 0.5) for a, b in zip(unfused, ported, strict=True))
+    assert same_side >= len(gaps) - 1
+    # against the default, fused int8 kernels: close in the middle; borderline windows move
+    # with the machine's kernels (this VM: largest 0.15; the H200 box's Xeon: 0.31, then 0.51
+    # on another start), as onnxruntime's fused and unfused runs differ (here up to 0.16)
+    assert float(np.median(np.abs(np.array(ported) - np.array(fused)))) < 0.02
 
 
 def test_a_graph_with_an_operator_it_does_not_run_is_refused(tmp_path: Path) -> None:
