@@ -58,7 +58,7 @@ def build_engine(config: LLMConfig, prompt: PromptBuilder | None = None) -> Chat
             context_tokens=config.context_tokens, cuda_graphs=config.cuda_graphs,
             temperature=temperature, top_p=config.top_p,
             repetition_penalty=config.repetition_penalty, seed=config.seed,
-            forced_answers=config.forced_answers,
+            forced_answers=config.forced_answers, batch_streams=config.batch_streams,
         )
     from engines.llm.openai_http import OpenAIChatLLM
 

@@ -44,6 +44,10 @@ class LLMConfig:
     # decode step for a quarter, a half and all of it (engines/llm/cuda_graphs.py)
     context_tokens: int = 4096
     cuda_graphs: bool = True  # "transformers" on CUDA: graph-captured decoding (else eager)
+    # "transformers": decode up to this many streams together, one row each of one static KV
+    # cache, one step for all (engines/llm/batch_graphs.py); 0 = one stream at a time, streams
+    # asking together taking turns. For a GPU (on the CPU it runs eagerly: tests)
+    batch_streams: int = 0
     persona: str = "companion"  # "companion", "bank", "tutor" (see engines.llm.personas)
     # The personas' language: "en", or "zh" (Chinese prompts and example knowledge files,
     # engines.llm.personas_zh; set by `[conversation] language`)
@@ -94,6 +98,10 @@ class LLMConfig:
             raise InvalidInputError("threads, batch_threads and burst_tokens must be >= 0")
         if self.context_tokens < 512 or self.history_tokens < 64:
             raise InvalidInputError("context_tokens >= 512, history_tokens >= 64")
+        if self.batch_streams < 0 or self.batch_streams > 64:
+            raise InvalidInputError("batch_streams must be 0..64")
+        if self.batch_streams and self.engine != "transformers":
+            raise InvalidInputError("batch_streams is for the transformers engine only")
         if self.forced_answers and self.engine != "transformers":
             raise InvalidInputError("forced_answers is for the transformers engine only")
         if self.max_new_tokens < 1:

@@ -42,7 +42,7 @@ import inspect
 import logging
 import threading
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,52 @@ class Sampling:
     top_p: float = 1.0
     repetition_penalty: float = 1.0  # 1.0 = off; applied inside the graph
     seed: int | None = None
+
+
+def capture_graph(step: Callable[[], None], device: Any, pool: Any,
+                  warm: Callable[[], None] = lambda: None) -> Any:
+    """`step` captured as a CUDA graph, after two warm-up runs on a side stream (as
+    torch.cuda.graphs requires; `warm()` before each, outside the graph); `pool`: the memory
+    pool the decoder's graphs share."""
+    import torch
+
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            warm()
+            step()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: other threads (the face model's) may use CUDA while this one captures.
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+        step()
+    return graph
+
+
+def capture_buckets(buckets: Sequence[int], capture: Callable[[Callable[[], None]], Any],
+                    step: Callable[[int], None], prefill: Callable[[int, int], None],
+                    ) -> tuple[dict[int, Any], dict[tuple[int, int], Any]]:
+    """The decode step per cache bucket and the prefill per (bucket, length) that fits."""
+    steps: dict[int, Any] = {}
+    prefills: dict[tuple[int, int], Any] = {}
+    for size in buckets:
+        steps[size] = capture(functools.partial(step, size))
+        for n in PREFILL_GRAPHS:
+            if n <= size:
+                prefills[size, n] = capture(functools.partial(prefill, size, n))
+    return steps, prefills
+
+
+def bucket_for(buckets: Sequence[int], tokens: int) -> int:
+    """The smallest of the (sorted) `buckets` that holds `tokens` (prompt + answer)."""
+    for size in buckets:
+        if tokens <= size:
+            return size
+    raise InvalidInputError(
+        f"prompt + answer of {tokens} tokens exceeds the largest KV cache "
+        f"({buckets[-1]}): lower history_tokens or raise context_tokens"
+    )
 
 
 def buckets_for(context_tokens: int) -> tuple[int, ...]:
@@ -183,36 +229,19 @@ class GraphDecoder:
             if not self.use_graphs:
                 return
             with load_step(logger, f"LLM decode and prefill graphs, cache buckets {self.buckets}"):
-                for size in self.buckets:
-                    self._graphs[size] = self._capture(lambda size=size: self._step(size))
-                    for n in PREFILL_GRAPHS:
-                        if n <= size:
-                            self._prefills[size, n] = self._capture(
-                                lambda size=size, n=n: self._prefill_step(size, n))
+                self._graphs, self._prefills = capture_buckets(
+                    self.buckets, self._capture, self._step, self._prefill_step)
 
     def reset(self) -> None:
         """Forget what the cache holds (the next prompt is prefilled whole)."""
         self.cached_ids = []
 
     def _capture(self, step: Any) -> Any:
-        torch = self._torch
         self._set_length(0)
         self._pos.zero_()
         self._pf_start.zero_()
         self._pf_last.zero_()
-        # Warm-up on a side stream before capture, as torch.cuda.graphs requires.
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._set_length(0)
-                step()
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: other threads (the face model's) may use CUDA while this one captures.
-        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-            step()
-        return graph
+        return capture_graph(step, self.device, self._pool, warm=lambda: self._set_length(0))
 
     # --- the two forwards ----------------------------------------------------------------------
 
@@ -287,13 +316,7 @@ class GraphDecoder:
     # --- decoding -------------------------------------------------------------------------------
 
     def bucket_for(self, tokens: int) -> int:
-        for size in self.buckets:
-            if tokens <= size:
-                return size
-        raise InvalidInputError(
-            f"prompt + answer of {tokens} tokens exceeds the largest KV cache "
-            f"({self.buckets[-1]}): lower history_tokens or raise context_tokens"
-        )
+        return bucket_for(self.buckets, tokens)
 
     def decode(self, ids: Sequence[int], max_new_tokens: int, sampling: Sampling,
                cancel: threading.Event | None = None,
@@ -391,10 +414,16 @@ class GraphDecoder:
         return logits.argmax(dim=-1)
 
     def _sample(self, logits: Any, sampling: Sampling, generator: Any) -> Any:
-        """Top-k (50), top-p and a draw, on the device, without a host sync: [1] long."""
-        torch = self._torch
-        top, index = torch.topk(logits[0], TOP_K)
-        probs = torch.softmax(top / sampling.temperature, dim=-1)
-        if sampling.top_p < 1.0:
-            probs = probs * ((torch.cumsum(probs, dim=0) - probs) < sampling.top_p)
-        return index[torch.multinomial(probs, 1, generator=generator)]
+        return draw(logits[0], sampling, generator)
+
+
+def draw(logits: Any, sampling: Sampling, generator: Any) -> Any:
+    """Top-k (50), top-p and a draw from one row of logits, on its device, without a host
+    sync: [1] long."""
+    import torch
+
+    top, index = torch.topk(logits, TOP_K)
+    probs = torch.softmax(top / sampling.temperature, dim=-1)
+    if sampling.top_p < 1.0:
+        probs = probs * ((torch.cumsum(probs, dim=0) - probs) < sampling.top_p)
+    return index[torch.multinomial(probs, 1, generator=generator)]

@@ -21,6 +21,7 @@ import asyncio
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import aclosing
 from typing import Final, TypeVar
 
 from common.cpu_priority import THINKING, lower_this_thread
@@ -34,7 +35,34 @@ class Yield:
 
 YIELD: Final = Yield()
 Job = Callable[[threading.Event], Iterable[str | Yield]]
-_DONE = object()
+DONE: Final = object()  # a stream's end, after its last delta
+
+
+class Mailbox:
+    """A stream's deltas from the decode thread to the coroutine awaiting them.
+
+    `put` (any thread) hands over a delta, an exception or `DONE` with
+    `call_soon_threadsafe`; unbounded, as the producer must never block on the loop (the
+    job's token limit bounds it). A closed loop means nobody listens: `cancel` is set."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._items: asyncio.Queue[object] = asyncio.Queue()
+        self.cancel = threading.Event()
+
+    def put(self, item: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        except RuntimeError:  # the loop closed under us
+            self.cancel.set()
+
+    async def deltas(self) -> AsyncGenerator[str, None]:
+        """The deltas until `DONE`; an exception put is raised here."""
+        while (item := await self._items.get()) is not DONE:
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, str)
+            yield item
 
 
 class DecodeThread:
@@ -71,28 +99,24 @@ class DecodeThread:
         """Run `fn` on the decode thread and wait for it (loading, warm-up, token counts)."""
         return self._pool.submit(fn).result()
 
-    async def stream(self, job: Job) -> AsyncGenerator[str, None]:
-        loop = asyncio.get_running_loop()
-        # Unbounded: the producer is a thread that must never block on the loop; the job's
-        # own token limit bounds it.
-        deltas: asyncio.Queue[object] = asyncio.Queue()
-        cancel = threading.Event()
+    def start(self, fn: Callable[[], None]) -> None:
+        """Queue `fn` on the decode thread without waiting (engines/llm/batch_streams.py: a
+        loop over the streams decoding together, which returns when none is left)."""
+        self._pool.submit(fn)
 
-        def hand_over(item: object) -> None:
-            try:
-                loop.call_soon_threadsafe(deltas.put_nowait, item)
-            except RuntimeError:  # the loop closed under us: nobody is listening any more
-                cancel.set()
+    async def stream(self, job: Job) -> AsyncGenerator[str, None]:
+        mailbox = Mailbox()
+        cancel, hand_over = mailbox.cancel, mailbox.put
 
         def run(resumed: Iterator[str | Yield] | None = None) -> None:
-            outcome: object = _DONE
+            outcome: object = DONE
             produced: Iterator[str | Yield] | None = resumed
             try:
                 if produced is None:
                     produced = iter(job(cancel))
                 while not cancel.is_set():  # (checked before a resumed job prefills again)
-                    delta = next(produced, _DONE)
-                    if delta is _DONE:
+                    delta = next(produced, DONE)
+                    if delta is DONE:
                         break
                     if isinstance(delta, Yield):
                         self._pool.submit(run, produced)  # FIFO: the waiting ones go first
@@ -116,11 +140,9 @@ class DecodeThread:
             self._stream_done()
             raise
         try:
-            while (item := await deltas.get()) is not _DONE:
-                if isinstance(item, BaseException):
-                    raise item
-                assert isinstance(item, str)
-                yield item
+            async with aclosing(mailbox.deltas()) as deltas:
+                async for delta in deltas:
+                    yield delta
         finally:
             cancel.set()
             if future.cancel():  # a job still queued behind another never starts

@@ -22,7 +22,9 @@ others waiting (`DecodeThread` `YIELD`) and later resumes by prefilling what the
 (its prompt and answer so far after the shared prefix): without it a turn's first word
 waited for every earlier whole answer (32 sessions on the H200 box, 5-6 a worker: the first
 token 0.8 s after the endpoint). Not on the eager path: there a resume could re-read a long
-history for seconds (the CPU), so answers go one at a time.
+history for seconds (the CPU), so answers go one at a time. With `batch_streams` > 1 the
+streams instead decode together, one row each of a batched cache (`BatchDecoder`,
+`engines/llm/batch_streams.py`): no slices, no resumes.
 
 Precision on the CPU (measured on 2 cores with the bundled 0.5B model): fp32 with
 dynamic int8 Linear layers (TTFT ~0.25 s, ~12.7 tok/s) beats bf16 (1.7 s, 8.7 tok/s) and plain
@@ -38,12 +40,15 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from contextlib import closing
+from contextlib import aclosing, closing
 from pathlib import Path
 from typing import Any
 
 from common.cpu_priority import SPEAKING, THINKING
+from engines.llm.answer_text import AnswerText
 from engines.llm.base import ChatMessage
+from engines.llm.batch_graphs import BatchDecoder
+from engines.llm.batch_streams import BatchStreams
 from engines.llm.cuda_graphs import GraphDecoder, Sampling, buckets_for
 from engines.llm.decode_thread import YIELD, DecodeThread, Yield
 from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
@@ -59,7 +64,6 @@ from engines.llm.placement import (
     weights_bytes,
 )
 from engines.llm.prompt import PromptBuilder
-from engines.llm.stops import StopFilter
 from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
@@ -106,6 +110,7 @@ class TransformersLLM:
         repetition_penalty: float = 1.05,
         seed: int | None = None,
         forced_answers: str | None = None,
+        batch_streams: int = 0,
     ) -> None:
         import torch
 
@@ -126,6 +131,8 @@ class TransformersLLM:
             logger.warning("LLM: timing-equivalent decoding: answers are written ones (%s)",
                            forced_answers)
         self._graph: GraphDecoder | None = None  # the CUDA path; None = eager decoding
+        self._batch_rows = batch_streams if batch_streams > 1 else 0
+        self._batch: BatchStreams | None = None  # streams decoded together (batch_streams)
         self._take_turns = False  # streams asking together take turns (the graph path)
         self._cache: Any = None  # DynamicCache of the last generation (eager path)
         self._cached_ids: list[int] = []  # the tokens that cache holds
@@ -165,6 +172,8 @@ class TransformersLLM:
         if not placement.on_cuda:
             self.precision = resolve_precision(precision, "cpu")
             self.model = self._load_net(model_dir, "cpu", self.precision)
+            if self._batch_rows:
+                self._batch = self._batch_streams(graphs=False)
         self.device = placement.device
         self._take_turns = self._graph is not None  # a resume's prefill costs a few ms there
         self._eos = self._eos_ids()
@@ -192,16 +201,19 @@ class TransformersLLM:
             text = AutoConfig.from_pretrained(model_dir).get_text_config(decoder=True)
         except Exception as exc:
             raise ModelLoadError(f"cannot read {model_dir}/config.json: {exc}") from exc
-        need = weights_bytes(model_dir, size) + kv_cache_bytes(text, self.context_tokens, size)
+        need = weights_bytes(model_dir, size) + kv_cache_bytes(
+            text, self.context_tokens, size) * max(1, self._batch_rows)
         problem = memory_problem(need, free, total, device)
         if problem is not None:
             return fall_back(placement, problem)
         try:
             self.model = self._load_net(model_dir, device, self.precision)
-            if cuda_graphs:
+            if self._batch_rows:
+                self._batch = self._batch_streams(graphs=cuda_graphs)
+            elif cuda_graphs:
                 self._graph = self._graph_decoder()
         except torch.cuda.OutOfMemoryError as exc:
-            self.model = self._graph = None
+            self.model = self._graph = self._batch = None
             gc.collect()
             torch.cuda.empty_cache()
             return fall_back(placement, f"CUDA ran out of memory while loading: {exc}")
@@ -219,6 +231,18 @@ class TransformersLLM:
             logger.warning("LLM: no graph decoding (%s); decoding eagerly", exc)
             return None
         return decoder
+
+    def _batch_streams(self, graphs: bool) -> BatchStreams:
+        """The batched decoder (`batch_streams` rows) and the loop that serves it; a model it
+        cannot drive fails the load (asked for by name, unlike the graph decoder's fallback)."""
+        decoder = BatchDecoder(self.model, buckets_for(self.context_tokens), self._batch_rows,
+                               graphs=graphs)
+        decoder.prepare()
+        sampling = Sampling(self._temperature, self._top_p, self._repetition_penalty, self._seed)
+        return BatchStreams(self._thread, decoder, sampling, self._prefilled)
+
+    def _prefilled(self, tokens: int) -> None:
+        self.last_prefill_tokens = tokens
 
     def _load_net(self, model_dir: Path, device: str, precision: str) -> Any:
         import torch
@@ -249,6 +273,10 @@ class TransformersLLM:
         """One 1-token turn: the first call pays ~1 s of kernel set-up, and its KV cache then
         holds the persona prompt, so a session's first real turn prefills only its own words."""
         with load_step(logger, "LLM warm-up (persona prompt into the KV cache)"):
+            if self._batch is not None:  # every row, so no session's first turn prefills it
+                ids = self.prompt_ids([ChatMessage("user", "Hello")])
+                self._thread.call(lambda: self._batch.decoder.warm(ids) if self._batch else None)
+                return
             self._thread.call(
                 lambda: list(self._generate([ChatMessage("user", "Hello")], 1, (), None))
             )
@@ -292,9 +320,23 @@ class TransformersLLM:
         if max_new_tokens <= 0:
             raise InvalidInputError(f"max_new_tokens must be > 0, got {max_new_tokens}")
         stops = [*stop, *self.prompt.stops]
+        if self._batch is not None:
+            return self._batch_stream(messages, max_new_tokens, stops)
         return self._thread.stream(
             lambda cancel: self._generate(messages, max_new_tokens, stops, cancel)
         )
+
+    async def _batch_stream(self, messages: Sequence[ChatMessage], max_new_tokens: int,
+                            stops: Sequence[str]) -> AsyncIterator[str]:
+        assert self._batch is not None
+        ids = self.prompt_ids(messages)  # (the tokenizer only: ~1 ms)
+        times: list[float] = []
+        self.last_token_times = times
+        text = AnswerText(self.tokenizer, self._eos, stops)
+        async with aclosing(self._batch.stream(ids, max_new_tokens, self._forced_ids(messages),
+                                               text, times)) as deltas:
+            async for delta in deltas:
+                yield delta
 
     def warm(self, messages: Sequence[ChatMessage]) -> None:
         """Not implemented for this engine (the hint is ignored)."""
@@ -313,9 +355,7 @@ class TransformersLLM:
         `YIELD` where the streams waiting may go first)."""
         ids = self.prompt_ids(messages)
         forced = self._forced_ids(messages)
-        stops = StopFilter(stop)
-        generated: list[int] = []
-        text = ""
+        text = AnswerText(self.tokenizer, self._eos, stop)
         times: list[float] = []
         self.last_token_times = times
         try:
@@ -325,24 +365,15 @@ class TransformersLLM:
                         yield token
                         continue
                     times.append(time.perf_counter())
-                    if token in self._eos:
-                        break
-                    generated.append(token)
-                    full: str = self.tokenizer.decode(generated, skip_special_tokens=True)
-                    if full.endswith("\ufffd"):
-                        continue  # half of a multi-byte character: wait for the rest
-                    delta, text = full[len(text) :], full
-                    out = stops.feed(delta)
-                    if out:
+                    if out := text.feed(token):
                         yield out
-                    if stops.stopped:
-                        return
+                    if text.done:
+                        break
         except InvalidInputError:
             raise
         except Exception as exc:
             raise LLMError(f"generation failed: {exc}") from exc
-        tail = stops.flush()
-        if tail:
+        if tail := text.flush():
             yield tail
 
     def _forced_ids(self, messages: Sequence[ChatMessage]) -> list[int] | None:

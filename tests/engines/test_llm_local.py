@@ -16,7 +16,7 @@ import pytest
 from engines.llm import ChatMessage
 from engines.llm.local import TransformersLLM
 from engines.llm.prompt import PromptBuilder
-from tests.support.llm import answer, cancel_parked, hold_thread
+from tests.support.llm import answer, cancel_parked, hold_thread, labelled
 
 pytestmark = pytest.mark.slow
 
@@ -127,20 +127,13 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
                                  ForcedAnswer("Tell me about honey.", long_b)])
     order: list[str] = []
 
-    async def ask(label: str, question: str) -> str:
-        said = []
-        async for delta in llm.stream([ChatMessage("user", question)], max_new_tokens=80):
-            said.append(delta)
-            order.append(label)
-        return "".join(said)
-
     assert not llm._take_turns  # eager: one answer at a time unless asked
     llm._take_turns = True
     gate = threading.Event()
     hold = await hold_thread(llm._thread, gate)
     try:
-        tasks = [asyncio.ensure_future(ask("a", "tell me about octopuses")),
-                 asyncio.ensure_future(ask("b", "tell me about honey"))]
+        tasks = [asyncio.ensure_future(labelled(llm, "a", "tell me about octopuses", order)),
+                 asyncio.ensure_future(labelled(llm, "b", "tell me about honey", order))]
         await asyncio.sleep(0)  # both streams queued behind the held thread, a first
         gate.set()
         await hold

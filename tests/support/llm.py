@@ -20,6 +20,17 @@ async def answer(
     return "".join([d async for d in llm.stream(messages, max_new_tokens=n, stop=stop)])
 
 
+async def labelled(llm: ChatLLM, label: str, question: str, order: list[str],
+                   n: int = 80) -> str:
+    """The answer to `question`; `label` appended to `order` at each delta (which answer
+    spoke when, among answers asked together)."""
+    said = []
+    async for delta in llm.stream([ChatMessage("user", question)], max_new_tokens=n):
+        said.append(delta)
+        order.append(label)
+    return "".join(said)
+
+
 async def cancel_parked(llm: ChatLLM, question: str, parked_after: int, n: int) -> list[str]:
     """Stream an answer to `question` (at most `n` tokens), park the consumer once it has
     `parked_after` deltas, then cancel it; the deltas it got."""
