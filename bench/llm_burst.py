@@ -1,0 +1,100 @@
+"""A burst of answers on one LLM engine: N questions asked at once, as a worker's sessions ask
+together at 32 sessions. Per arm (`[llm] batch_streams`: 0 = the answers take turns on one
+decode, N = decoded together), each answer's first token and last token after the ask,
+p50 / p95 over the rounds, and the tokens per second of the burst.
+
+    python3 bench/llm_burst.py --model DIR|bundled-name [--device cuda] [--arms 0,4,8]
+        [--streams 4] [--rounds 10] [--forced-answers bench/gpu_answers.json] [--json FILE]
+
+With `--forced-answers` (random weights) every step runs the model and says the written
+answer's next token (timing-equivalent decoding): the same answers in every arm. On the CPU
+(the bundled 0.5B, eager) it is a smoke test of the same code, not a measurement for a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.stats import pct, publish  # noqa: E402
+from engines.llm import ChatMessage  # noqa: E402
+from engines.llm.local import TransformersLLM  # noqa: E402
+from engines.llm.prompt import PromptBuilder  # noqa: E402
+
+
+async def one(llm: TransformersLLM, question: str, max_new_tokens: int,
+              t0: float) -> tuple[float, float, int]:
+    """(first token ms, last token ms, deltas) after `t0`."""
+    first = last = float("nan")
+    n = 0
+    async for _ in llm.stream([ChatMessage("user", question)], max_new_tokens=max_new_tokens):
+        now = (time.perf_counter() - t0) * 1000
+        first = now if n == 0 else first
+        last, n = now, n + 1
+    return first, last, n
+
+
+async def burst(llm: TransformersLLM, questions: list[str], streams: int, rounds: int,
+                max_new_tokens: int) -> dict[str, Any]:
+    firsts, lasts, rates = [], [], []
+    for r in range(rounds):
+        asked = [questions[(r * streams + i) % len(questions)] for i in range(streams)]
+        t0 = time.perf_counter()
+        got = await asyncio.gather(*(one(llm, q, max_new_tokens, t0) for q in asked))
+        firsts += [g[0] for g in got]
+        lasts += [g[1] for g in got]
+        rates.append(sum(g[2] for g in got) / (max(g[1] for g in got) / 1000))
+    return {"first_ms_p50": pct(firsts, 0.5), "first_ms_p95": pct(firsts, 0.95),
+            "last_ms_p50": pct(lasts, 0.5), "last_ms_p95": pct(lasts, 0.95),
+            "deltas_per_s_p50": pct(rates, 0.5)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a model directory or bundled name")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--arms", default="0,4", help="batch_streams values, comma-separated")
+    parser.add_argument("--streams", type=int, default=4, help="answers asked at once")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--max-new-tokens", type=int, default=80)
+    parser.add_argument("--forced-answers", default=None)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    arms = [int(a) for a in args.arms.split(",")]
+    if args.streams < 1 or args.rounds < 1 or any(a < 0 for a in arms):
+        parser.error("--streams and --rounds >= 1, arms >= 0")
+    questions = ([str(i["question"]) for i in json.loads(Path(args.forced_answers).read_text())]
+                 if args.forced_answers else [f"Tell me a fact about the number {i}."
+                                              for i in range(32)])
+    results = []
+    for arm in arms:
+        print(f"arm batch_streams={arm}: loading ...", file=sys.stderr, flush=True)
+        llm = TransformersLLM(args.model, device=args.device, temperature=0.0,
+                              prompt=PromptBuilder.for_persona("companion", "Ava"),
+                              forced_answers=args.forced_answers, batch_streams=arm)
+        try:
+            asyncio.run(burst(llm, questions, args.streams, 1, args.max_new_tokens))  # warm
+            row = asyncio.run(burst(llm, questions, args.streams, args.rounds,
+                                    args.max_new_tokens))
+        finally:
+            llm.close()
+        results.append({"batch_streams": arm, "streams": args.streams, **row})
+        print(f"arm {arm}: {row}", file=sys.stderr, flush=True)
+    lines = [f"{args.streams} answers asked at once, {args.rounds} rounds, `{' '.join(sys.argv)}`",
+             "", "| batch_streams | first token p50 / p95, ms | last token p50 / p95, ms "
+             "| deltas/s (burst) |", "|---|---|---|---|"]
+    lines += [f"| {r['batch_streams']} | {r['first_ms_p50']:.1f} / {r['first_ms_p95']:.1f} "
+              f"| {r['last_ms_p50']:.0f} / {r['last_ms_p95']:.0f} | {r['deltas_per_s_p50']:.0f} |"
+              for r in results]
+    return publish("\n".join(lines), results, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
