@@ -138,6 +138,9 @@ class BatchDecoder:
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         on_cuda = self.device.type == "cuda"
         self._host = torch.zeros(rows, dtype=torch.long, pin_memory=on_cuda)
+        # What the host chose for the next step, copied over in one transfer each.
+        self._feed_tokens = torch.zeros((rows, 1), dtype=torch.long, pin_memory=on_cuda)
+        self._feed_active = torch.zeros((rows, 1), dtype=torch.bool, pin_memory=on_cuda)
         # Blocking: the thread sleeps until the step is done instead of spinning a core.
         self._done = torch.cuda.Event(blocking=True) if on_cuda else None
         self.held: list[list[int]] = [[] for _ in range(rows)]  # what each row's cache holds
@@ -263,14 +266,11 @@ class BatchDecoder:
         """What `row` feeds at the next step (which makes it active): its chosen token."""
         if not self.busy[row]:
             raise InvalidInputError(f"row {row} was not admitted")
-        self._token[row].fill_(token)
-        self._active[row].fill_(True)
         self._fed[row] = token
 
     def release(self, row: int) -> None:
         """`row` stops (its answer ended or was cancelled); its cache keeps what the steps
         wrote, the next admission's prefix (a token fed after the last step is not in it)."""
-        self._active[row].fill_(False)
         self._fed[row] = None
         self.busy[row] = False
 
@@ -288,7 +288,13 @@ class BatchDecoder:
         if not active:
             raise InvalidInputError("no row has a token to feed")
         size = self.bucket_for(max(len(self.held[r]) + 1 for r in active))
+        for r, token in enumerate(self._fed):
+            self._feed_tokens[r, 0] = token or 0
+            self._feed_active[r, 0] = token is not None
         with torch.inference_mode():
+            # (the buffers are free again: the last step, which read them, is done)
+            self._token.copy_(self._feed_tokens, non_blocking=self._done is not None)
+            self._active.copy_(self._feed_active, non_blocking=self._done is not None)
             if self.use_graphs:
                 self._graphs[size].replay()
             else:
@@ -300,7 +306,5 @@ class BatchDecoder:
             tokens = [int(t) for t in self._host.tolist()]
         for r in active:
             self.held[r].append(self._fed[r])  # type: ignore[arg-type]
-            self._fed[r] = None
-        # A row feeds again only when told to (`feed`): one token per step, chosen by the host.
-        self._active.zero_()
+            self._fed[r] = None  # a row feeds again only when told to (`feed`)
         return tokens
