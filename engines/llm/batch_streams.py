@@ -119,7 +119,8 @@ class BatchStreams:
                 tokens = self.decoder.step()
                 for s in self._active:
                     if not s.finished and s.row is not None:
-                        self._deliver(s, self._choose(s, tokens[s.row], self.decoder.logits))
+                        self._deliver(s, self._choose(s, tokens[s.row],
+                                                      self.decoder.logits[s.row]))
         except Exception as exc:  # noqa: BLE001 - handed to every stream decoding
             error = LLMError(f"generation failed: {exc}")
             self.decoder.forget()  # before anyone hears of it
@@ -141,15 +142,15 @@ class BatchStreams:
         if s.cancel.is_set():
             self._finish(s, None)
             return
-        self._deliver(s, self._choose(s, int(logits[0].argmax()), logits))
+        self._deliver(s, self._choose(s, int(logits[0].argmax()), logits[0]))
 
     def _choose(self, s: _Stream, greedy: int, logits: Any) -> int:
+        """The token `s` says: its written one, a draw from its row's `logits` [vocab], or
+        the greedy one."""
         if s.forced is not None:  # chosen (the work is done), then replaced
             return s.forced[min(s.count, len(s.forced) - 1)]
         if self.sampling.temperature > 0:
-            assert s.row is not None
-            row = logits[0] if logits.shape[0] == 1 else logits[s.row]
-            return int(draw(row, self.sampling, self._draws()).item())
+            return int(draw(logits, self.sampling, self._draws()).item())
         return greedy
 
     def _draws(self) -> Any:

@@ -155,3 +155,25 @@ async def test_a_failed_step_ends_the_streams_decoding_and_the_next_ones_start_c
         assert again == " ".join(f"w{t}" for t in reference(model, PROMPTS[2], 6))
     finally:
         thread.close()
+
+
+async def test_sampling_draws_per_row_and_a_seed_repeats_a_lone_answer(
+        model: Qwen2ForCausalLM) -> None:
+    from engines.llm.answer_text import AnswerText
+    from engines.llm.batch_streams import BatchStreams
+    from engines.llm.cuda_graphs import Sampling
+    from engines.llm.decode_thread import DecodeThread
+
+    async def lone(sampling: Sampling) -> str:
+        thread = DecodeThread("test-batch")
+        try:
+            streams = BatchStreams(thread, new(model, rows=2), sampling)
+            text = AnswerText(Words(), set(), ())
+            return "".join([d async for d in streams.stream(PROMPTS[0], 12, None, text, [])])
+        finally:
+            thread.close()
+
+    drawn = Sampling(temperature=1.5, seed=7)
+    first, again = await lone(drawn), await lone(drawn)
+    assert first == again and len(first.split()) == 12
+    assert first != await lone(Sampling())  # greedy: another answer (fixed by the seed)
