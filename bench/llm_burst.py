@@ -17,43 +17,20 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.stats import pct, publish  # noqa: E402
-from engines.llm import ChatMessage  # noqa: E402
 from engines.llm.local import TransformersLLM  # noqa: E402
 from engines.llm.prompt import PromptBuilder  # noqa: E402
+from testkit.burst import Burst, burst  # noqa: E402
 
 
-async def one(llm: TransformersLLM, question: str, max_new_tokens: int,
-              t0: float) -> tuple[float, float, int]:
-    """(first token ms, last token ms, deltas) after `t0`."""
-    first = last = float("nan")
-    n = 0
-    async for _ in llm.stream([ChatMessage("user", question)], max_new_tokens=max_new_tokens):
-        now = (time.perf_counter() - t0) * 1000
-        first = now if n == 0 else first
-        last, n = now, n + 1
-    return first, last, n
-
-
-async def burst(llm: TransformersLLM, questions: list[str], streams: int, rounds: int,
-                max_new_tokens: int) -> dict[str, Any]:
-    firsts, lasts, rates = [], [], []
-    for r in range(rounds):
-        asked = [questions[(r * streams + i) % len(questions)] for i in range(streams)]
-        t0 = time.perf_counter()
-        got = await asyncio.gather(*(one(llm, q, max_new_tokens, t0) for q in asked))
-        firsts += [g[0] for g in got]
-        lasts += [g[1] for g in got]
-        rates.append(sum(g[2] for g in got) / (max(g[1] for g in got) / 1000))
-    return {"first_ms_p50": pct(firsts, 0.5), "first_ms_p95": pct(firsts, 0.95),
-            "last_ms_p50": pct(lasts, 0.5), "last_ms_p95": pct(lasts, 0.95),
-            "deltas_per_s_p50": pct(rates, 0.5)}
+def summary(b: Burst) -> dict[str, float]:
+    return {"first_ms_p50": pct(b.first_ms, 0.5), "first_ms_p95": pct(b.first_ms, 0.95),
+            "last_ms_p50": pct(b.last_ms, 0.5), "last_ms_p95": pct(b.last_ms, 0.95),
+            "deltas_per_s_p50": pct(b.deltas_per_s, 0.5)}
 
 
 def main() -> int:
@@ -81,8 +58,8 @@ def main() -> int:
                               forced_answers=args.forced_answers, batch_streams=arm)
         try:
             asyncio.run(burst(llm, questions, args.streams, 1, args.max_new_tokens))  # warm
-            row = asyncio.run(burst(llm, questions, args.streams, args.rounds,
-                                    args.max_new_tokens))
+            row = summary(asyncio.run(burst(llm, questions, args.streams, args.rounds,
+                                            args.max_new_tokens)))
         finally:
             llm.close()
         results.append({"batch_streams": arm, "streams": args.streams, **row})
