@@ -17,7 +17,8 @@ Contract: a `BatchDecoder` belongs to the engine's decode thread, like `GraphDec
 - `step()` runs one decode step for all rows: each active row feeds its token at its
   position and advances; inactive rows write into a scratch region past every bucket (never
   attended) and do not move. Greedy argmax and the repetition penalty (per row) run inside
-  the step; `feed(row, token)` overrides what a row feeds next (sampling, forced answers).
+  the step; the host chooses what each row feeds next (`feed(row, token)`: the greedy token,
+  a draw, a written answer's), sent over in one transfer before the next step.
 - Each forward writes a row's keys at that row's positions: the cache layers scatter by a
   per-row index (`_RowLayer`) instead of transformers' one shared write position.
 - A prefill is one row's forward ([1, n] tokens): its keys go into its row (`index_put_` by
@@ -35,7 +36,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from engines.llm.cuda_graphs import (
-    PREFILL_CHUNK,
     PREFILL_GRAPHS,
     bucket_for,
     capture_buckets,
@@ -105,9 +105,10 @@ class BatchDecoder:
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         config = model.config.get_text_config(decoder=True)
         size = self.buckets[-1]
-        self.scratch = size  # inactive rows and prefill pads write here, never attended
+        # Inactive rows write here, and a padded prefill's pads may reach it: never attended.
+        self.scratch = size
         layer = _row_layer()
-        self._layers = [layer(max_cache_len=size + max(PREFILL_CHUNK, *PREFILL_GRAPHS))
+        self._layers = [layer(max_cache_len=size + PREFILL_GRAPHS[-1])
                         for _ in range(int(config.num_hidden_layers))]
         heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
         for each in self._layers:
@@ -189,8 +190,7 @@ class BatchDecoder:
         logits = torch.where(self._seen, torch.where(logits > 0, logits / p, logits * p), logits)
         self.logits.copy_(logits)
         best = logits.argmax(dim=-1)
-        self._next.copy_(best)
-        self._token.copy_(torch.where(self._active, best.view(self.rows, 1), self._token))
+        self._next.copy_(best)  # (the host feeds each row's next token: `feed`)
         self._pos.add_(self._active.long())
 
     def _prefill_step(self, size: int, n: int) -> None:

@@ -39,8 +39,7 @@ class _Stream:
     max_new_tokens: int
     forced: list[int] | None
     text: AnswerText
-    hand_over: Callable[[object], None]
-    cancel: threading.Event
+    mailbox: Mailbox  # to its consumer; its `cancel`: the consumer went away
     times: list[float]
     row: int | None = None
     count: int = 0  # tokens produced
@@ -62,19 +61,18 @@ class BatchStreams:
     async def stream(self, ids: list[int], max_new_tokens: int, forced: list[int] | None,
                      text: AnswerText, times: list[float]) -> AsyncGenerator[str, None]:
         """The answer's text deltas (see the module docstring)."""
-        mailbox = Mailbox()
-        me = _Stream(ids, max_new_tokens, forced, text, mailbox.put, mailbox.cancel, times)
+        me = _Stream(ids, max_new_tokens, forced, text, Mailbox(), times)
         with self._lock:
             self._waiting.append(me)
             start, self._running = not self._running, True
         if start:
             self.thread.start(self._run)
         try:
-            async with aclosing(mailbox.deltas()) as deltas:
+            async with aclosing(me.mailbox.deltas()) as deltas:
                 async for delta in deltas:
                     yield delta
         finally:
-            me.cancel.set()
+            me.mailbox.cancel.set()
             with self._lock:
                 if me in self._waiting:  # never admitted
                     self._waiting.remove(me)
@@ -96,14 +94,14 @@ class BatchStreams:
             error = LLMError(f"generation failed: {exc}")
             for s in [*waiting, *self._active]:
                 s.finished = True
-                s.hand_over(error)
+                s.mailbox.put(error)
             self._active = []
             self.decoder.forget()
 
     def _turn(self) -> bool:
         """Admit, step, hand out; False once no stream is left (the loop ends)."""
         for s in self._active:
-            if s.cancel.is_set():
+            if s.mailbox.cancel.is_set():
                 self._finish(s, None)
         self._active = [s for s in self._active if not s.finished]
         with self._lock:
@@ -139,7 +137,7 @@ class BatchStreams:
             return
         self.on_prefill(self.decoder.last_prefill_tokens)
         self._active.append(s)
-        if s.cancel.is_set():
+        if s.mailbox.cancel.is_set():
             self._finish(s, None)
             return
         self._deliver(s, self._choose(s, int(logits[0].argmax()), logits[0]))
@@ -168,7 +166,7 @@ class BatchStreams:
         s.count += 1
         s.times.append(time.perf_counter())
         if delta := s.text.feed(token):
-            s.hand_over(delta)
+            s.mailbox.put(delta)
         if s.text.done or s.count >= s.max_new_tokens or (
                 s.forced is not None and s.count >= len(s.forced)):
             self._finish(s, None)
@@ -183,5 +181,5 @@ class BatchStreams:
         if s.row is not None and self.decoder.busy[s.row]:
             self.decoder.release(s.row)
         if error is None and (tail := s.text.flush()):
-            s.hand_over(tail)
-        s.hand_over(error if error is not None else DONE)
+            s.mailbox.put(tail)
+        s.mailbox.put(error if error is not None else DONE)

@@ -273,9 +273,9 @@ class TransformersLLM:
         """One 1-token turn: the first call pays ~1 s of kernel set-up, and its KV cache then
         holds the persona prompt, so a session's first real turn prefills only its own words."""
         with load_step(logger, "LLM warm-up (persona prompt into the KV cache)"):
-            if self._batch is not None:  # every row, so no session's first turn prefills it
+            if (batch := self._batch) is not None:  # every row: no first turn prefills it
                 ids = self.prompt_ids([ChatMessage("user", "Hello")])
-                self._thread.call(lambda: self._batch.decoder.warm(ids) if self._batch else None)
+                self._thread.call(lambda: batch.decoder.warm(ids))
                 return
             self._thread.call(
                 lambda: list(self._generate([ChatMessage("user", "Hello")], 1, (), None))
