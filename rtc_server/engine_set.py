@@ -65,13 +65,19 @@ class Pools:
         self.speech = SpeechQueue(self.tts, self.tts_threads)
 
     @classmethod
-    def sized(cls, cores: float) -> Pools:
+    def sized(cls, cores: float, asr_calls: int = 0, tts_calls: int = 0) -> Pools:
+        """Per `cores`, except where an engine's calls wait on a device (`device_calls`:
+        `asr_calls`, `tts_calls`): those threads sleep through most of a call, so a worker of
+        one core on a GPU box still runs its sessions' decodes side by side (with one thread
+        each, 32 sessions' slowest answers waited ~170 ms for piper's thread; bench/RESULTS.md,
+        gpu, thirteenth session)."""
         side_by_side = 2 if cores >= 2 else 1
+        asr, tts = max(side_by_side, asr_calls), max(side_by_side, tts_calls)
         return cls(
-            asr=_pool("asr", side_by_side),
+            asr=_pool("asr", asr),
             # Two sessions' chunks at once where there are two cores (piper and Kokoro are
             # thread-safe): one session prepares its chunks one at a time either way.
-            tts=_pool("tts", side_by_side, SPEAKING), tts_threads=side_by_side,
+            tts=_pool("tts", tts, SPEAKING), tts_threads=tts,
             features=_pool("features", side_by_side, SPEAKING),
             render=_pool("render", side_by_side, VIDEO),
         )
@@ -79,6 +85,13 @@ class Pools:
     def shutdown(self) -> None:
         for pool in (self.asr, self.turn, self.tts, self.face, self.features, self.render):
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def device_calls(engine: object) -> int:
+    """The calls `engine` serves side by side while each mostly waits on a device (its
+    `device_calls`; 0, the default, for an engine whose calls are CPU work)."""
+    calls = getattr(engine, "device_calls", 0)
+    return calls if isinstance(calls, int) and calls > 0 else 0
 
 
 def _pool(name: str, workers: int, lower: int = 0) -> ThreadPoolExecutor:
@@ -189,7 +202,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn, fit=fitted,
-        pools=Pools.sized(usable_cores()),
+        pools=Pools.sized(usable_cores(), device_calls(asr), device_calls(tts)),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
     return engines

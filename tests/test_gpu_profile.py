@@ -18,6 +18,7 @@ def test_the_gpu_profile_loads_with_the_server_loader() -> None:
     assert (config.llm.engine, config.llm.device, config.llm.precision) == (
         "transformers", "cuda", "bf16")
     assert config.llm.cuda_graphs and config.llm.context_tokens == 4096
+    assert config.llm.batch_streams == 4  # a worker's sessions decoded together
     assert (config.face.engine, config.face.device) == ("torch", "cuda") and enabled(config.face)
     assert config.face.batch_window_ms == 2.0 and config.face.max_batch == 64
     assert (config.asr.runtime, config.asr.device) == ("torch", "auto")

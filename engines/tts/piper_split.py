@@ -70,6 +70,11 @@ class PiperSplitSession:
             logger.debug("piper's decoder captured for %s frames", self.captured)
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the audio's side runs on a GPU (its calls then mostly wait on it)."""
+        return str(self._audio.device).startswith("cuda")
+
+    @property
     def captured(self) -> list[int]:
         """The bucket lengths (frames) that run as a captured graph."""
         return [shapes[0][2] for shapes in self._audio.captured]

@@ -86,6 +86,10 @@ class PiperTTS:
         self._syn_config = SynthesisConfig(length_scale=self._voice.config.length_scale / speed,
                                            noise_scale=noise_scale, noise_w_scale=noise_w_scale)
         self.name = model_path.stem
+        # Calls that run side by side without more cores (rtc_server/engine_set.py sizes the
+        # TTS threads by it): split onto a GPU, one call's text side (onnxruntime lets go of
+        # the interpreter) overlaps another's replay (one at a time: the graph's lock).
+        self.device_calls = 2 if getattr(session, "on_gpu", False) else 0
         if runtime != "onnxruntime":  # the device's first kernels (handles, libraries)
             for _ in self.synthesize("Ready."):
                 pass

@@ -155,6 +155,13 @@ def test_runtime_is_validated() -> None:
         AsrConfig(runtime="torch", beam_size=2)
 
 
+def test_decodes_count_as_device_calls_on_a_gpu_only(static_runner: TorchWhisperRunner) -> None:
+    """The server sizes its ASR threads by it (rtc_server/engine_set.py): on the CPU a
+    decode is CPU work, on a GPU each of `num_workers` graph sets may run beside the others."""
+    on_gpu = static_runner.model.device.type == "cuda"
+    assert static_runner.device_calls == (2 if on_gpu else 0)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="torch sees a GPU")
 def test_cuda_without_cuda_stops_start_up(caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(AsrModelLoadError, match=r"torch.cuda.is_available\(\) is False"):

@@ -78,6 +78,7 @@ def test_the_split_pads_to_its_buckets_and_refuses_other_graphs(tmp_path: Path) 
 
     split = PiperTTS(runtime="split")._voice.session  # noqa: SLF001 - its session
     assert isinstance(split, PiperSplitSession) and split.captured == []  # no GPU here
+    assert not split.on_gpu and PiperTTS(runtime="split").device_calls == 0  # CPU work
     assert [split.bucket(n) for n in (1, 64, 65, 1024, 1500)] == [64, 64, 128, 1024, 1500]
     assert split.buckets == BUCKETS
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4])
@@ -177,5 +178,6 @@ def test_on_a_gpu_the_split_decoder_is_captured_and_speaks_as_the_cpu(
     reference, _ = quiet
     on_gpu = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="split", device="cuda")
     assert on_gpu._voice.session.captured == list(BUCKETS)  # noqa: SLF001
+    assert on_gpu.device_calls == 2  # one call's text side beside another's replay
     for text in TEXTS:
         assert _snr_db(reference, on_gpu, text) > 30
