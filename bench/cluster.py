@@ -30,7 +30,7 @@ workers use; with `--llm own` each worker loads its own model. Then:
         [--client-processes 2] [--together] [--offers 0]'
 
 The workers' TOML is `--config` (a profile such as config/gpu.toml; none: the defaults) with
-the bench's keys over it (bench.server_process.merged_toml): mode, max_sessions =
+the bench's keys over it (rtc_server.config_toml.merged_toml): mode, max_sessions =
 ceil(S / W) + 2 (so the profile's own limit never refuses the bench's sessions), loopback ICE,
 video size, no greeting, a fixed seed. `--llm own` uses the profile's [llm]; `--llm-model`,
 `--forced-answers` and `--asr-model` set [llm] model, [llm] forced_answers and [asr] model,
@@ -98,6 +98,7 @@ from rtc_server.cluster.local import (  # noqa: E402
 )
 from rtc_server.cluster.mps import mps_server  # noqa: E402
 from rtc_server.cluster.signing import TOKEN_HEADER, request_token  # noqa: E402
+from rtc_server.config_toml import Table, merged_toml  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.conversation import (  # noqa: E402
     QUESTIONS,
@@ -109,7 +110,6 @@ from testkit.conversation import (  # noqa: E402
     speech_of,
     talk,
 )
-from testkit.server_toml import Table, merged_toml  # noqa: E402
 from testkit.utilisation import Sampler, summary_rows  # noqa: E402
 
 log = logging.getLogger("bench")

@@ -4,7 +4,7 @@
 127.0.0.1:`port`, warnings only, loopback-only ICE, no greeting, plus the given `[agent]` keys
 and, when `llm` is given, an `[llm]` section (likewise `vad`, `asr`, `turn`, `profile`);
 with `base` (a profile file such as config/gpu.toml) its tables first, the benchmark's keys
-over them (testkit.server_toml, which bench/cluster.py's workers use too).
+over them (rtc_server.config_toml, which bench/cluster.py's workers use too).
 `add_profile_options` and `profile_keys`: GPU mode's command-line options (--config,
 --llm-model, --forced-answers, --asr-model) and the `[llm]`/`[asr]` keys they set.
 `running_server(config_toml, slow)` writes the TOML, starts `python -m rtc_server --config ...`
@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.slow_machine import SlowMachine
-from testkit.server_toml import Table, merged_toml
+from rtc_server.config_toml import Table, merged_toml
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 900  # the first start assembles and loads every model

@@ -234,9 +234,16 @@ def load_config(path: str | Path | None = None) -> Config:
     if path is None:
         return localize(Config())
     try:
-        data = tomllib.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, source: str) -> Config:
+    """Defaults, overlaid by the TOML `text` (`source` names it in errors)."""
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{source}: {exc}") from exc
     return localize(from_dict(Config, data))

@@ -165,7 +165,7 @@ def gpu_problem(config: Config, cuda_available: Callable[[], bool]) -> str | Non
             'configuration, or set those devices to "auto" or "cpu" (README, GPU)')
 
 
-def _cuda_available() -> bool:
+def cuda_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
@@ -183,7 +183,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     from rtc_server.profile import fit
 
     build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
-    problem = gpu_problem(config, _cuda_available)
+    problem = gpu_problem(config, cuda_available)
     if problem is not None:
         raise ConfigError(problem)
     fitted = fitted or fit(config)

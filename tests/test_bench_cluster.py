@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rtc_server.config_toml import merged_toml
 from testkit.conversation import Schedule, merge, split
 from testkit.marks import END_OF_TURN, end_of_turn_ms, stage_values
-from testkit.server_toml import merged_toml
 from testkit.utilisation import (
     CLOCK_TICKS,
     CpuTimes,
@@ -47,8 +47,12 @@ def test_without_a_profile_only_the_given_keys(tmp_path: Path) -> None:
                                         "llm": {"temperature": 0.0}, "agent": {}}))
     assert config == {"server": {"mode": "echo", "max_sessions": 4},
                       "llm": {"temperature": 0.0}, "agent": {}}
+    lists = tmp_path / "lists.toml"
+    lists.write_text('[relay]\nurls = ["turn:127.0.0.1:3478"]\n')
+    assert tomllib.loads(merged_toml({"relay": {"secret": "s"}}, lists)) == {
+        "relay": {"urls": ["turn:127.0.0.1:3478"], "secret": "s"}}
     nested = tmp_path / "nested.toml"
-    nested.write_text("[a]\nb = [1, 2]\n")
+    nested.write_text("[a.b]\nc = 1\n")
     with pytest.raises(ValueError, match="not a table of plain values"):
         merged_toml({}, nested)
 

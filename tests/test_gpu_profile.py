@@ -38,7 +38,7 @@ def test_without_a_gpu_the_profile_stops_before_anything_loads(
     def no_calibration(*args: object, **kwargs: object) -> None:
         raise AssertionError("calibrated (or loaded) before the GPU check")
 
-    monkeypatch.setattr(engine_set, "_cuda_available", lambda: False)
+    monkeypatch.setattr(engine_set, "cuda_available", lambda: False)
     monkeypatch.setattr(profile, "fit", no_calibration)
     assert entry.main(["--config", str(PROFILE), "--port", "0"]) == 2
     err = capsys.readouterr().err
