@@ -110,6 +110,7 @@ from testkit.conversation import (  # noqa: E402
     speech_of,
     talk,
 )
+from testkit.marks import slowest_steps  # noqa: E402
 from testkit.utilisation import Sampler, summary_rows  # noqa: E402
 
 log = logging.getLogger("bench")
@@ -334,6 +335,13 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     u = results["utilisation"]
     lines += _table((f"utilisation over the conversation ({u['wall_s']:.0f} s, 1 s samples)",
                      "p50", "max"), summary_rows(u))
+    threshold, n, steps = slowest_steps([(a["v2v_s"] * 1000, a["marks_ms"])
+                                         for a in results["answers"]
+                                         if np.isfinite(a["v2v_s"])])
+    if steps:
+        lines += ["", *_table((f"where the slowest tenth's time goes ({n} answers at >= "
+                               f"{threshold:.0f} ms), median ms", "slowest", "the rest"),
+                              [(name, f"{a:.0f}", f"{b:.0f}") for name, a, b in steps])]
     if args.forced_answers:
         lines += ["", "LLM: random weights, timing-equivalent decoding (every step runs the "
                   f"model; the words said are {args.forced_answers}'s)."]

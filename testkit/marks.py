@@ -9,6 +9,7 @@ taken after the end of the voice. A stage whose time grows with load is the bott
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 
 from rtc_server.events import HEARING_MARKS
@@ -38,3 +39,52 @@ def stage_values(marks: Sequence[Marks]) -> list[tuple[str, list[float]]]:
         out.append((f"{stage} (ms after endpoint)",
                     [float(m[stage]) for m in marks if stage in m]))
     return out
+
+
+# One turn's steps, each from the mark before it (ms; `stage_steps`): what the slowest
+# answers spend more on than the rest.
+STEPS = (
+    ("end of turn (after the voice)", "voice_end", None),
+    ("pause decode begins (after the voice)", "voice_end", "decode_start"),
+    ("pause decode (to its transcript)", "decode_start", "pause_text"),
+    ("LLM first token (after the endpoint)", "speech_end", "llm_first_token"),
+    ("first chunk (after the first token)", "llm_first_token", "first_chunk"),
+    ("speech queue (chunk -> TTS starts)", "first_chunk", "tts_start"),
+    ("TTS first audio (after it starts)", "tts_start", "tts_first_audio"),
+    ("face first frame (after the audio)", "tts_first_audio", "face_first_frame"),
+    ("first audio sent (after the face)", "face_first_frame", "first_audio_sent"),
+)
+
+
+def stage_steps(marks: Marks) -> dict[str, float]:
+    """Each of `STEPS` the turn has both marks of: the later mark minus the earlier (the end
+    of turn: `-voice_end`; `speech_end`, the endpoint, is 0)."""
+    at = {"speech_end": 0.0, **{k: float(v) for k, v in marks.items()}}
+    steps: dict[str, float] = {}
+    for name, before, after in STEPS:
+        if after is None:
+            if before in marks:
+                steps[name] = -float(marks[before])
+        elif before in at and after in at:
+            steps[name] = at[after] - at[before]
+    return steps
+
+
+def slowest_steps(answers: Sequence[tuple[float, Marks]], share: float = 0.1
+                  ) -> tuple[float, int, list[tuple[str, float, float]]]:
+    """The answers (voice-to-voice ms, marks) split at the `1 - share` quantile of their
+    voice-to-voice: (that threshold, how many at or over it, [(step, median over those,
+    median over the rest)] for the steps both groups have)."""
+    if not answers:
+        return float("nan"), 0, []
+    ordered = sorted(v for v, _ in answers)
+    threshold = ordered[min(len(ordered) - 1, int((1.0 - share) * len(ordered)))]
+    slow = [stage_steps(m) for v, m in answers if v >= threshold]
+    rest = [stage_steps(m) for v, m in answers if v < threshold]
+    rows = []
+    for name, _, _ in STEPS:
+        a = [s[name] for s in slow if name in s]
+        b = [s[name] for s in rest if name in s]
+        if a and b:
+            rows.append((name, statistics.median(a), statistics.median(b)))
+    return threshold, len(slow), rows

@@ -11,7 +11,7 @@ import pytest
 
 from rtc_server.config_toml import merged_toml
 from testkit.conversation import Schedule, merge, split
-from testkit.marks import END_OF_TURN, end_of_turn_ms, stage_values
+from testkit.marks import END_OF_TURN, end_of_turn_ms, slowest_steps, stage_steps, stage_values
 from testkit.utilisation import (
     CLOCK_TICKS,
     CpuTimes,
@@ -140,3 +140,28 @@ def test_utilisation_rows_say_when_there_is_no_gpu() -> None:
                             "mem_mib": {"p50": 2000.0, "max": 2100.0}}}
     assert summary_rows(summary)[-2:] == [("GPU 0 SM utilisation, %", "40", "90"),
                                               ("GPU 0 memory used, MiB", "2000", "2100")]
+
+
+def test_a_turns_steps_each_from_the_mark_before() -> None:
+    marks = {"voice_end": -250.0, "decode_start": -170.0, "pause_text": -40.0,
+             "llm_first_token": -60.0, "first_chunk": -20.0, "tts_start": 30.0,
+             "tts_first_audio": 70.0, "first_audio_sent": 120.0}
+    steps = stage_steps(marks)
+    assert steps["end of turn (after the voice)"] == 250.0
+    assert steps["pause decode begins (after the voice)"] == 80.0
+    assert steps["pause decode (to its transcript)"] == 130.0
+    assert steps["LLM first token (after the endpoint)"] == -60.0  # started before it
+    assert steps["speech queue (chunk -> TTS starts)"] == 50.0
+    assert "face first frame (after the audio)" not in steps  # no face mark: no step
+
+
+def test_the_slowest_tenth_against_the_rest() -> None:
+    fast = {"voice_end": -200.0, "first_chunk": 10.0, "tts_start": 15.0}
+    slow = {"voice_end": -210.0, "first_chunk": 10.0, "tts_start": 190.0}
+    answers = [(500.0 + i, fast) for i in range(18)] + [(900.0, slow), (950.0, slow)]
+    threshold, n, rows = slowest_steps(answers)
+    assert (threshold, n) == (900.0, 2)
+    table = {name: (a, b) for name, a, b in rows}
+    assert table["speech queue (chunk -> TTS starts)"] == (180.0, 5.0)
+    assert table["end of turn (after the voice)"] == (210.0, 200.0)
+    assert slowest_steps([])[1:] == (0, [])
