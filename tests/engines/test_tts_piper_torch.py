@@ -7,6 +7,7 @@ are tests that skip here."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,14 @@ def test_the_split_runtime_speaks_as_onnxruntime_does(quiet: tuple[PiperTTS, Pip
     split = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="split")
     for text in TEXTS:
         assert _snr_db(reference, split, text) > 40
+    # Side by side (a worker on a GPU runs two calls at once: `device_calls`), each call
+    # gives the samples it gives alone.
+    alone = {text: np.concatenate([s.pcm for s in split.synthesize(text)]) for text in TEXTS}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        together = list(pool.map(
+            lambda text: np.concatenate([s.pcm for s in split.synthesize(text)]), TEXTS * 2))
+    for text, pcm in zip(TEXTS * 2, together, strict=True):
+        assert np.array_equal(pcm, alone[text])
 
 
 def test_the_split_pads_to_its_buckets_and_refuses_other_graphs(tmp_path: Path) -> None:
