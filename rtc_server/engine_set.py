@@ -166,8 +166,12 @@ def gpu_problem(config: Config, cuda_available: Callable[[], bool]) -> str | Non
 
 
 def cuda_available() -> bool:
-    import torch
-
+    """Whether torch sees a CUDA GPU (False without torch: an install without the `face`
+    extra, where a GPU key then gets `gpu_problem`'s message instead of an ImportError)."""
+    try:
+        import torch
+    except ImportError:
+        return False
     return bool(torch.cuda.is_available())
 
 
