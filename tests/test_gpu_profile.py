@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,14 @@ def test_piper_in_torch_on_the_gpu_is_part_of_the_check(tmp_path: Path) -> None:
     bad.write_text('[tts]\nengine = "piper"\ndevice = "cuda"\n')
     with pytest.raises((ConfigError, ValueError), match="runtime"):
         load_config(bad)
+
+
+def test_without_torch_a_gpu_key_gets_the_message_not_an_import_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rtc_server import engine_set
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert engine_set.cuda_available() is False
+    problem = gpu_problem(load_config(PROFILE), engine_set.cuda_available)
+    assert problem is not None and '[llm] device = "cuda"' in problem
