@@ -152,12 +152,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
         print(f"redis       {cluster.redis_url}", flush=True)
         for _, url in cluster.workers:
             print(f"worker      {url}", flush=True)
-        print(f"logs        {log_dir}\nopen        {cluster.url}/   (Ctrl-C stops everything)",
-              flush=True)
-        stop = asyncio.Event()
+        stop = asyncio.Event()  # (before "open": a Ctrl-C right after it stops cleanly)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        print(f"logs        {log_dir}\nopen        {cluster.url}/   (Ctrl-C stops everything)",
+              flush=True)
         await stop.wait()
         print("stopping", flush=True)
 
