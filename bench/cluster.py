@@ -64,7 +64,6 @@ import platform
 import sys
 import tempfile
 import time
-import tomllib
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -87,13 +86,13 @@ from bench.stats import pct, publish  # noqa: E402
 from bench.turn_marks import Row, mark_rows  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from rtc_server.cluster.local import (  # noqa: E402
-    SHARED_LLM_TOML,
     RunningCluster,
     default_gguf,
     free_port,
     llama_server_argv,
+    pin_here,
     run_cluster,
-    share_cores,
+    shared_llm_keys,
     start_llm_server,
 )
 from rtc_server.cluster.mps import mps_server  # noqa: E402
@@ -145,8 +144,7 @@ async def llm_keys(args: argparse.Namespace, stack: AsyncExitStack, log_dir: Pat
         server = await start_llm_server(log_dir, llama_server_argv(model, port,
                                                                    args.llm_threads))
         stack.push_async_callback(server.stop)
-        shared: Table = tomllib.loads(SHARED_LLM_TOML.format(url=f"http://127.0.0.1:{port}/v1"))
-        return shared
+        return shared_llm_keys(f"http://127.0.0.1:{port}/v1")
     llm, _ = profile_keys(args)
     return llm if args.mode == "agent" else {}
 
@@ -250,8 +248,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="bench-cluster-"))
     worker_cpus: list[frozenset[int]] = []
     if args.pin_workers:  # each worker on its own cores; this process and its children the rest
-        worker_cpus, rest = share_cores(sorted(os.sched_getaffinity(0)), args.workers)
-        os.sched_setaffinity(0, rest)
+        worker_cpus, rest = pin_here(args.workers)
         log.info("workers pinned to %s; gateway, redis and peers to %s",
                  [sorted(g) for g in worker_cpus], sorted(rest))
     async with AsyncExitStack() as stack:

@@ -47,7 +47,7 @@ class WhisperStreamingASR:
     def __init__(self, config: AsrConfig | None = None) -> None:
         self.config = config or AsrConfig()
         self.runner = load_runner(self.config)
-        self.device_calls: int = getattr(self.runner, "device_calls", 0)  # (engine_set.py)
+        self.device_calls = self.runner.device_calls  # (engine_set.py)
         if self.config.speech_gate:
             from engines.vad.silero import load_silero
 

@@ -312,8 +312,7 @@ class TorchWhisperRunner(WhisperRunner):
         self._suppress_first = self._bias([*settings.get("suppress_ids", []),
                                            *settings.get("suppress_ids_begin", [])])
         self._slots = threading.BoundedSemaphore(config.num_workers)
-        # Decodes that run side by side without more cores (rtc_server/engine_set.py sizes
-        # the ASR threads by it): on a GPU each mostly waits on it, asleep.
+        # On a GPU each decode mostly waits on it, asleep: `num_workers` side by side.
         self.device_calls = config.num_workers if self.model.device.type == "cuda" else 0
         if static is None:  # (the model itself: "auto" may have fallen back to the CPU)
             static = config.cuda_graphs and self.model.device.type == "cuda"

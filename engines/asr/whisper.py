@@ -105,6 +105,9 @@ class WhisperRunner(ABC):
     config: AsrConfig
     multilingual: bool
     max_audio_s: float
+    # Decodes that run side by side without more cores (rtc_server/engine_set.py sizes the
+    # ASR threads by it): 0 where a decode is CPU work.
+    device_calls: int = 0
 
     def _set_up(
         self, config: AsrConfig, hf_tokenizer: Any, features: Any, multilingual: bool

@@ -16,26 +16,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import secrets
 import shlex
 import signal
 import sys
 import tempfile
-import tomllib
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 from common.logs import setup_logging
 from rtc_server.cluster.local import (
-    SHARED_LLM_TOML,
     ChildFailed,
     default_gguf,
     free_port,
     have,
     llama_server_argv,
+    pin_here,
     run_cluster,
-    share_cores,
+    shared_llm_keys,
     start_coturn,
     start_llm_server,
 )
@@ -99,7 +97,7 @@ def check_profile(args: argparse.Namespace) -> None:
         return
     shared = args.mode == "agent" and args.llm == "shared"
     source = f"--config {args.config}" + (" (under --llm shared's [llm] keys)" if shared else "")
-    llm = tomllib.loads(SHARED_LLM_TOML.format(url="http://127.0.0.1:1/v1")) if shared else None
+    llm = shared_llm_keys("http://127.0.0.1:1/v1") if shared else None
     try:  # missing, not TOML, a nested table, or keys the server refuses
         config = parse_config(cluster_toml(args, None, llm), source)
     except (OSError, ValueError) as exc:
@@ -112,8 +110,7 @@ def check_profile(args: argparse.Namespace) -> None:
 async def run(args: argparse.Namespace, log_dir: Path) -> None:
     worker_cpus: list[frozenset[int]] = []
     if args.pin_workers:  # the workers on their own cores; this process and its children the rest
-        worker_cpus, rest = share_cores(sorted(os.sched_getaffinity(0)), args.workers)
-        os.sched_setaffinity(0, rest)
+        worker_cpus, rest = pin_here(args.workers)
         print(f"cores       workers {[sorted(g) for g in worker_cpus]}, the rest "
               f"{sorted(rest)}", flush=True)
     async with AsyncExitStack() as stack:
@@ -133,7 +130,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                 argv = llama_server_argv(args.llm_model or default_gguf(), port, args.llm_threads)
             server = await start_llm_server(log_dir, argv)
             stack.push_async_callback(server.stop)
-            llm = tomllib.loads(SHARED_LLM_TOML.format(url=f"http://127.0.0.1:{port}/v1"))
+            llm = shared_llm_keys(f"http://127.0.0.1:{port}/v1")
             print(f"LLM server  http://127.0.0.1:{port}/v1", flush=True)
         config_path = log_dir / "cluster.toml"
         config_path.write_text(cluster_toml(args, relay, llm))

@@ -118,6 +118,14 @@ def share_cores(cores: Sequence[int], workers: int) -> tuple[list[frozenset[int]
     return groups, rest
 
 
+def pin_here(workers: int) -> tuple[list[frozenset[int]], frozenset[int]]:
+    """This process's cores shared for `workers` workers (`share_cores`); this process, and
+    the children it starts from now on, pinned to the rest. The workers' groups and the rest."""
+    groups, rest = share_cores(sorted(os.sched_getaffinity(0)), workers)
+    os.sched_setaffinity(0, rest)
+    return groups, rest
+
+
 async def start_child(
     name: str, argv: list[str], ready: str, log_dir: Path, *, timeout_s: float = 60.0,
     env: dict[str, str] | None = None, cpus: frozenset[int] | None = None,
@@ -221,9 +229,11 @@ def llama_server_argv(
             "--interrupt_requests", "False"]
 
 
-# [llm] lines for workers of a shared server: a request may queue behind other sessions'
-# answers on a server that generates one at a time, so allow more silence than the default.
-SHARED_LLM_TOML = 'engine = "openai"\nbase_url = "{url}"\nread_timeout_s = 30.0'
+def shared_llm_keys(url: str) -> dict[str, str | float]:
+    """The [llm] keys of workers using a shared server at `url`: a request may queue behind
+    other sessions' answers on a server that generates one at a time, so allow more silence
+    than the default."""
+    return {"engine": "openai", "base_url": url, "read_timeout_s": 30.0}
 
 
 
