@@ -6,8 +6,10 @@
 # With the redis extra (r1: gpu_stage.py build --extra redis), redis-server is put on PATH and
 # its libraries on LD_LIBRARY_PATH (for bench/cluster.py).
 #   STAGE=../ ROOT=/tmp/rtc sh bench/gpu_device.sh python3 bench/voice_to_voice.py ...
-# EXTRAS="tiny redis kokoro ortgpu" also lays down those extras' sets (bench/gpu_stage_<name>.json);
-# ortgpu's onnxruntime-gpu is installed over the image's CPU-only onnxruntime ([tts] use_cuda).
+# EXTRAS="tiny redis kokoro ortgpu qwen" also lays down those extras' sets (bench/gpu_stage_<name>.json);
+# ortgpu's onnxruntime-gpu is installed over the image's CPU-only onnxruntime ([tts] use_cuda);
+# qwen's GGUF (the LLM's real weights) is converted once into the engine cache here, before any
+# server starts (~100 s there; then `--llm-model $ROOT/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`).
 set -eu
 STAGE=${STAGE:-..}
 ROOT=${ROOT:-/tmp/rtc}
@@ -25,5 +27,10 @@ fi
 if [ ! -f "$ROOT/qwen2.5-1.5b-random/config.json" ]; then
   python3 -c "import sys; from pathlib import Path; from bench.gpu_llm import random_model; \
 print('random weights:', random_model('1.5b', Path(sys.argv[1]) / 'tokenizer', Path(sys.argv[1])))" "$ROOT"
+fi
+GGUF="$ROOT/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+if [ -f "$GGUF" ]; then  # (a cached conversion is found by its key at once)
+  python3 -c "import sys; from engines.llm.model_files import resolve_hf_dir; \
+print('real weights:', resolve_hf_dir(sys.argv[1]))" "$GGUF"
 fi
 exec "$@"

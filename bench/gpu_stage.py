@@ -14,6 +14,10 @@ machine is warm. So:
         -> .gpu/k1 .. .gpu/kN, bench/gpu_stage_kokoro.json
     python bench/gpu_stage.py build --extra redis      # redis-server for bench/cluster.py
         -> .gpu/r1, bench/gpu_stage_redis.json (gpu_device.sh lays it down when r1 is there)
+    python bench/gpu_stage.py build --extra qwen       # the real 1.5B GGUF (1.1 GB: 20 sets)
+        -> .gpu/q1 .. .gpu/q20, bench/gpu_stage_qwen.json (the LLM with its real weights:
+           `--llm-model /tmp/rtc/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`, converted
+           there once; gguf's wheel for the conversion)
     python bench/gpu_stage.py build --extra ortgpu     # onnxruntime-gpu: piper on the GPU
         -> .gpu/o1 .. .gpu/o5, bench/gpu_stage_ortgpu.json (installed over the image's
            CPU-only onnxruntime: `[tts] use_cuda`)
@@ -32,9 +36,10 @@ They use the standard library only (the GPU machine's Python runs them before an
 What is carried (`sources()`): the wheels the image lacks, pinned to this venv's versions (pip
 download, cp312 manylinux, no dependencies: each one is named); Whisper base (CTranslate2) as
 the engine cache holds it; Smart Turn v3.2's ONNX file and pipecat's NumPy feature extractor
-(not the pipecat wheel); the Qwen tokenizer files (the 1.1 GB GGUF cannot travel: the LLM runs
-the real architecture with random weights, bench/gpu_llm.py); the default portrait's landmark
-fit (so neither dlib nor its 100 MB predictor travels). The piper voice is its wheel.
+(not the pipecat wheel); the Qwen tokenizer files (for the real architecture with random
+weights, bench/gpu_llm.py; the 1.1 GB GGUF itself travels as the `qwen` extra's 20 sets); the
+default portrait's landmark fit (so neither dlib nor its 100 MB predictor travels). The piper
+voice is its wheel.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 # onnxruntime with its CUDA provider, built for CUDA 13 (the image's torch is cu130; it links
 # cuBLAS, cuDNN, cuFFT and cuRAND, which torch's import loads): piper's voice on the GPU.
 ORT_GPU = "onnxruntime-gpu==1.31.1"
+GGUF = "gguf==0.19.0"  # reads the GGUF for transformers' conversion (pure Python)
 # redis-server's libraries outside glibc's that an Ubuntu 24.04 image may lack (`ldd`).
 REDIS_LIBS = ("liblzf.so.1", "libjemalloc.so.2", "libatomic.so.1")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
@@ -154,6 +160,17 @@ def tiny_sources(stage: Path) -> list[Source]:
             if p.is_file()]
 
 
+def qwen_sources(stage: Path) -> list[Source]:
+    """The bundled Qwen2.5-Coder-1.5B-Instruct GGUF (the LLM's real weights, dequantized to a
+    Hugging Face directory there by the transformers engine) and gguf's wheel, which that
+    conversion reads it with."""
+    from engines.llm.model_files import resolve_gguf
+
+    gguf = resolve_gguf(None)
+    return [Source(f"llm/{gguf.name}", gguf),
+            *(Source(f"wheels/{p.name}", p) for p in download_wheels(stage / "wheels", [GGUF]))]
+
+
 def ortgpu_sources(stage: Path) -> list[Source]:
     """onnxruntime-gpu's wheel (255 MB: five sets), installed with the others."""
     return [Source(f"wheels/{p.name}", p) for p in download_wheels(stage / "wheels", [ORT_GPU])]
@@ -186,6 +203,9 @@ def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manife
     elif extra == "redis":
         out = REPO / "bench" / "gpu_stage_redis.json"
         manifest = plan(redis_sources(), int(set_mib * (1 << 20)), prefix="r")
+    elif extra == "qwen":
+        out = REPO / "bench" / "gpu_stage_qwen.json"
+        manifest = plan(qwen_sources(stage), int(set_mib * (1 << 20)), prefix="q")
     elif extra == "ortgpu":
         out = REPO / "bench" / "gpu_stage_ortgpu.json"
         manifest = plan(ortgpu_sources(stage), int(set_mib * (1 << 20)), prefix="o")
@@ -209,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis", "ortgpu"),
+    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis", "qwen", "ortgpu"),
                         help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":

@@ -34,7 +34,8 @@ ICE host candidates are restricted to 127.0.0.1 (agent_config sets ice.loopback_
 
 GPU mode (the H200 machine, README "GPU"): `--config config/gpu.toml` starts the server on
 that profile (the benchmark's keys over it), `--llm-model DIR` names the Hugging Face model
-(random weights there, bench/gpu_llm.py), `--forced-answers bench/gpu_answers.json` turns on
+(random weights there, bench/gpu_llm.py; or the bundled GGUF carried as gpu_stage.py's `qwen`
+extra, the real weights), `--forced-answers bench/gpu_answers.json` turns on
 timing-equivalent decoding (`[llm] forced_answers`: the model runs every step, the written
 answer is what is said; the table says so), `--asr-model base` skips the choice of Whisper.
 """
