@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtc_server.cluster.__main__ import cluster_toml, main, parse_args
-from rtc_server.cluster.local import free_port, have, share_cores
+from rtc_server.cluster.local import free_port_run, have, share_cores
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "config" / "gpu.toml"
@@ -74,6 +74,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def test_a_run_of_free_ports_is_free() -> None:
+    """The launcher's gateway and workers take P, P+1, ...: all of them bind."""
+    import socket
+
+    port = free_port_run(3)
+    with socket.socket() as a, socket.socket() as b, socket.socket() as c:
+        for sock, p in ((a, port), (b, port + 1), (c, port + 2)):
+            sock.bind(("127.0.0.1", p))
+    with pytest.raises(ValueError):
+        free_port_run(0)
+
+
 def _cores(pid: int) -> list[int]:
     return sorted(os.sched_getaffinity(pid))
 
@@ -83,7 +95,7 @@ def _cores(pid: int) -> list[int]:
 def test_pinned_workers_run_on_their_own_cores(tmp_path: Path) -> None:
     """Each worker on its share of the cores (`share_cores`), the launcher's other children
     on the rest; Ctrl-C stops them all."""
-    port = free_port()
+    port = free_port_run(3)  # the gateway and its two workers' ports
     launcher = subprocess.Popen(
         [sys.executable, "-m", "rtc_server.cluster", "--mode", "echo", "--no-turn",
          "--workers", "2", "--pin-workers", "--port", str(port), "--log-dir", str(tmp_path)],

@@ -22,7 +22,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +45,24 @@ def free_port(udp_too: bool = False) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
             try:
                 udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+def free_port_run(count: int) -> int:
+    """A TCP port P with P .. P + count - 1 all free on 127.0.0.1 now: the launcher's `--port
+    P` puts its gateway on P and its workers on the ports after it."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    while True:
+        port = free_port()
+        if port + count - 1 > 65535:
+            continue
+        with ExitStack() as held:
+            try:
+                for p in range(port, port + count):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", p))
             except OSError:
                 continue
             return port
