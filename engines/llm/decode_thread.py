@@ -71,9 +71,19 @@ class DecodeThread:
         # llama.cpp's worker threads, started from this one, inherit it.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
                                         initializer=lower_this_thread, initargs=(lower,))
+        self.lower = lower  # nice levels below the listening path it runs at
         self._lock = threading.Lock()
         self._streams = 0  # queued or running
         self._yield = threading.Event()  # set while a stream waits: background work stops
+
+    def lower_to(self, lower: int) -> None:
+        """On the decode thread: run `lower` levels below the listening path from now on, if
+        that is lower than now (an engine placed on a GPU that decodes on the CPU after all:
+        the priority it was given for waiting on a device is too high for CPU work). Threads
+        it starts afterwards (torch's, llama.cpp's) inherit it; a raise would need privileges."""
+        if lower > self.lower:
+            lower_this_thread(lower - self.lower)
+            self.lower = lower
 
     def background(self, work: Callable[[threading.Event], None]) -> bool:
         """Queue `work(stop)` unless a stream is queued or running; False if skipped."""

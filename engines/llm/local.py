@@ -141,8 +141,7 @@ class TransformersLLM:
         # One generation at a time; the thread owns the model. On a GPU it mostly waits for
         # the device, takes little CPU, and its first token gates the answer's first audio:
         # the speaking threads' priority, not the CPU decode's (common/cpu_priority.py).
-        self._thread = DecodeThread(
-            "llm-decode", SPEAKING if placement.device == "cuda" else THINKING)
+        self._thread = DecodeThread("llm-decode", SPEAKING if placement.on_cuda else THINKING)
         try:
             self._thread.call(
                 lambda: self._load(model_dir, placement, precision, threads, cuda_graphs)
@@ -170,6 +169,7 @@ class TransformersLLM:
         if placement.on_cuda:
             placement = self._load_cuda(model_dir, placement, precision, cuda_graphs)
         if not placement.on_cuda:
+            self._thread.lower_to(THINKING)  # ("auto" fell back from the GPU: CPU work now)
             self.precision = resolve_precision(precision, "cpu")
             self.model = self._load_net(model_dir, "cpu", self.precision)
             if self._batch_rows:

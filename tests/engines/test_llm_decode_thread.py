@@ -113,3 +113,19 @@ def test_the_thread_runs_lower_by_the_levels_it_was_given() -> None:
         finally:
             thread.close()
         assert nice == min(19, base + lower)
+
+
+def test_a_thread_lowered_later_stays_lowered() -> None:
+    """A GPU decode's thread that ends up decoding on the CPU ("auto" fell back) drops to the
+    CPU decode's level; it is never raised again."""
+    if not hasattr(os, "getpriority"):
+        pytest.skip("no per-thread priorities here")
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = DecodeThread("test", SPEAKING)
+    try:
+        thread.call(lambda: thread.lower_to(THINKING))
+        thread.call(lambda: thread.lower_to(SPEAKING))
+        nice = thread.call(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    finally:
+        thread.close()
+    assert nice == min(19, base + THINKING) and thread.lower == THINKING

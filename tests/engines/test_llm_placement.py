@@ -18,6 +18,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from common.cpu_priority import THINKING
 from engines.llm import ChatMessage
 from engines.llm.errors import InvalidInputError, ModelLoadError
 from engines.llm.local import TransformersLLM, resolve_precision
@@ -141,6 +142,8 @@ def test_a_gpu_that_cannot_take_the_model(
     try:
         assert llm.device == "cpu" and llm.precision == "int8"
         assert "falling back to the CPU" in warnings_seen.text and why in warnings_seen.text
+        # placed on the GPU at the speaking threads' priority, decoding on the CPU below them
+        assert llm._thread.lower == THINKING
     finally:
         llm.close()
 
