@@ -29,8 +29,9 @@ if [ ! -f "$ROOT/qwen2.5-1.5b-random/config.json" ]; then
 print('random weights:', random_model('1.5b', Path(sys.argv[1]) / 'tokenizer', Path(sys.argv[1])))" "$ROOT"
 fi
 GGUF="$ROOT/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-if [ -f "$GGUF" ]; then  # (a cached conversion is found by its key at once)
+if [ -f "$GGUF" ] && [ ! -f "$GGUF.converted" ]; then  # once: the check's imports take ~5-10 s
   python3 -c "import sys; from engines.llm.model_files import resolve_hf_dir; \
-print('real weights:', resolve_hf_dir(sys.argv[1]))" "$GGUF"
+print('real weights:', resolve_hf_dir(sys.argv[1]))" "$GGUF" > "$GGUF.part"
+  mv "$GGUF.part" "$GGUF.converted" && cat "$GGUF.converted"
 fi
 exec "$@"

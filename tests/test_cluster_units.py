@@ -148,6 +148,8 @@ def test_workers_on_one_box_get_disjoint_core_shares() -> None:
     assert sorted(rest) == [12, 13, 14, 15]
     groups, rest = share_cores(range(16), 8)
     assert all(len(g) == 1 for g in groups) and len(rest) == 8
+    groups, rest = share_cores(range(16), 11)  # the GPU box's 32 sessions (README, GPU)
+    assert all(len(g) == 1 for g in groups) and sorted(rest) == [11, 12, 13, 14, 15]
     groups, rest = share_cores([0, 1], 2)  # no core left over: the rest may use all of them
     assert groups == [frozenset({0}), frozenset({1})] and rest == frozenset({0, 1})
     with pytest.raises(ValueError, match="one each"):

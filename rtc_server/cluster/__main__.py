@@ -6,9 +6,10 @@ LLM server shared by the workers (agent mode; `llama_cpp.server` on the bundled 
 them all. Logs and the generated config go to `--log-dir`. For a real deployment run the same
 pieces on their machines (README, "Scale-out").
 
-Many sessions on one GPU box (README, GPU): `--config config/gpu.toml --llm own --workers 8
---sessions-per-worker 4 --pin-workers --mps`: the profile under the launcher's keys, each
-worker with its own models on its own cores, their CUDA work through one MPS server.
+Many sessions on one GPU box (README, GPU): `--config config/gpu.toml --llm own --workers 11
+--sessions-per-worker 3 --pin-workers --mps` (32 sessions on 16 cores): the profile under the
+launcher's keys, each worker with its own models on its own core, their CUDA work through one
+MPS server.
 """
 
 from __future__ import annotations
