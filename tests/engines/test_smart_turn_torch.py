@@ -24,10 +24,8 @@ from engines.turn import TurnConfig, load_turn_model
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError, TurnModelLoadError
 from engines.turn.smart_turn import (
     INPUT,
-    SmartTurnModel,
     bundled_model_path,
     load_features,
-    load_smart_turn,
     model_input,
 )
 from engines.turn.smart_turn_torch import TorchSmartTurn
@@ -41,8 +39,8 @@ ROOM = np.zeros(SR // 2, np.int16)
 
 
 @pytest.fixture(scope="module")
-def models() -> tuple[SmartTurnModel, TorchSmartTurn]:
-    return load_smart_turn(), TorchSmartTurn(bundled_model_path())
+def port() -> TorchSmartTurn:
+    return TorchSmartTurn(bundled_model_path())
 
 
 def windows() -> list[np.ndarray]:
@@ -75,8 +73,7 @@ def unfused_reference() -> object:
                                         providers=["CPUExecutionProvider"])
 
 
-def test_it_agrees_with_onnxruntime(models: tuple[SmartTurnModel, TorchSmartTurn]) -> None:
-    _, port = models
+def test_it_agrees_with_onnxruntime(port: TorchSmartTurn) -> None:
     session: Any = unfused_reference()
     features = load_features()
     unfused, ported = [], []
@@ -129,11 +126,11 @@ def test_the_graph_keeps_shapes_on_the_cpu_and_the_rest_on_the_device() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_the_captured_graph_gives_the_cpu_s_answers(
-    models: tuple[SmartTurnModel, TorchSmartTurn],
+    port: TorchSmartTurn,
 ) -> None:
     """The CUDA path (captured graph, replayed): the same probabilities as the CPU's run of
     the same graph, within the kernels' float differences (not run on this CPU-only VM)."""
-    _, on_cpu = models
+    on_cpu = port
     on_gpu = TorchSmartTurn(bundled_model_path(), "cuda")
     assert on_gpu._graph.captured == [((1, 80, 800),)]  # noqa: SLF001 - not the fallback
     gaps = [abs(on_gpu.complete_probability(w) - on_cpu.complete_probability(w))
@@ -143,8 +140,7 @@ def test_on_a_gpu_the_captured_graph_gives_the_cpu_s_answers(
     assert float(np.median(gaps)) < 0.02 and max(gaps) < 0.3
 
 
-def test_bad_input_is_refused(models: tuple[SmartTurnModel, TorchSmartTurn]) -> None:
-    _, port = models
+def test_bad_input_is_refused(port: TorchSmartTurn) -> None:
     with pytest.raises(InvalidInputError):
         port.complete_probability(np.zeros(16000, np.float64))
     assert 0.0 <= port.complete_probability(np.zeros(0, np.int16)) <= 1.0
