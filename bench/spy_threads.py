@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from testkit.pyspy import read_raw
+from testkit.pyspy import cores, read_raw
 
 
 def main() -> None:
@@ -24,13 +24,13 @@ def main() -> None:
     args = parser.parse_args()
     with args.profile.open() as lines:
         profile = read_raw(lines)
-    print(f"| thread | cores (of {profile.cores(profile.samples, args.rate, args.seconds):.2f}"
+    print(f"| thread | cores (of {cores(profile.samples, args.rate, args.seconds):.2f}"
           " active) |\n| --- | --- |")
     for name, count in profile.threads.most_common():
-        print(f"| {name} | {profile.cores(count, args.rate, args.seconds):.2f} |")
+        print(f"| {name} | {cores(count, args.rate, args.seconds):.2f} |")
     print("\n| function (inclusive) | cores |\n| --- | --- |")
     for name, count in profile.functions.most_common(args.top):
-        print(f"| {name} | {profile.cores(count, args.rate, args.seconds):.2f} |")
+        print(f"| {name} | {cores(count, args.rate, args.seconds):.2f} |")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ class Profile:
     threads: Counter[str] = field(default_factory=Counter)  # by name, numbered pools merged
     functions: Counter[str] = field(default_factory=Counter)  # inclusive: once per stack
 
-    def cores(self, count: int, rate_hz: float, seconds: float) -> float:
-        return count / (rate_hz * seconds)
+
+def cores(samples: int, rate_hz: float, seconds: float) -> float:
+    """`samples` of a profile taken at `rate_hz` for `seconds`, as cores kept busy."""
+    return samples / (rate_hz * seconds)
 
 
 def read_raw(lines: Iterable[str]) -> Profile:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testkit.pyspy import read_raw
+from testkit.pyspy import cores, read_raw
 
 RAW = """\
 thread (0x7f01): rtc-render_0;Thread.run (threading.py:1010);_worker (thread.py:92);warp (w.py:4) 30
@@ -21,7 +21,7 @@ def test_threads_merge_a_pool_and_functions_count_once_per_stack() -> None:
     assert profile.functions["_worker"] == 40
     assert profile.functions["warp"] == 30
     assert profile.functions["run"] == 20  # recursion: once per stack, not twice
-    assert profile.cores(profile.threads["rtc-render"], 50.0, 0.5) == pytest.approx(1.6)
+    assert cores(profile.threads["rtc-render"], 50.0, 0.5) == pytest.approx(1.6)
 
 
 def test_a_line_without_a_count_is_refused() -> None:
