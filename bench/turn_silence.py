@@ -14,6 +14,9 @@ turn must not end on; piper or espeak): each row adds the transcript Whisper wro
 bundled chat model's probability that the user's message ends after what Whisper wrote (its
 `<|im_end|>` as the next token, llama.cpp), the kind of text-completeness signal LiveKit's
 turn detector fine-tunes a Qwen2.5-0.5B for; here the instruct model as shipped.
+`--text-end` adds the trained probe's (engines/turn/text_end.py: the bundled 1.5B's hidden
+state, in torch on this CPU) probability and the verdict with it at each silence, at
+`--text-end-threshold`.
 
 Why: on the H200 the same questions waited for more silence in every run (bench/RESULTS.md,
 section gpu); this says which signal was unsure and whether silence alone changes it (the
@@ -66,6 +69,24 @@ def message_end(model: str) -> Callable[[str], float]:
     return probability
 
 
+def probe_reader() -> Callable[[str], float]:
+    """The text-end probe's probability for a heard text, as the server computes it."""
+    from engines.turn.text_end import HEAD, TextEndProbe, normalized
+    from engines.turn.training.train import hidden_states, load_model
+
+    net, tokenizer = load_model(None)
+    probe = TextEndProbe.load()
+
+    def probability(text: str) -> float:
+        words = normalized(text)
+        if not words:
+            return 0.0
+        return probe.probability(hidden_states(net, tokenizer, [words])[0])
+
+    assert HEAD  # (hidden_states adds it)
+    return probability
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--silences", default="160,200,300,400,600", help="ms, comma-separated")
@@ -79,8 +100,12 @@ def main() -> None:
     parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
     parser.add_argument("--text-model", help="a bundled GGUF name: add its end-of-message "
                                              "probability for the heard text")
+    parser.add_argument("--text-end", action="store_true",
+                        help="add the text-end probe and the verdict with it")
+    parser.add_argument("--text-end-threshold", type=float, default=0.9)
     args = parser.parse_args()
     text_end = message_end(args.text_model) if args.text_model else None
+    probe = probe_reader() if args.text_end else None
     silences = [int(s) for s in args.silences.split(",")]
     if args.prefixes:
         questions = [prefix for prefix, _ in PAUSE_QUESTIONS]
@@ -89,11 +114,13 @@ def main() -> None:
         questions = [q.strip() for q in lines if q.strip() and not q.startswith("#")]
     else:
         questions = args.questions.split("|") if args.questions else list(COMPLETE_QUESTIONS)
-    turn = TurnConfig()
+    turn = TurnConfig(text_end_threshold=args.text_end_threshold if probe else 0.0)
     model = load_turn_model(turn)
     assert model is not None
     runner = load_runner(AsrConfig(model="base", prompt=args.prompt))
     extra = [f"{args.text_model}: message ends"] if text_end else []
+    if probe:
+        extra.append(f"text-end probe / ends at with it (>= {args.text_end_threshold})")
     print("| question | " + " | ".join([*(f"{ms} ms: Smart Turn / final mark / ends at"
                                          for ms in silences), *extra]) + " |")
     print("|---|" + "---|" * (len(silences) + len(extra)))
@@ -108,6 +135,7 @@ def main() -> None:
             voiced = speech[first:last]
         cells = []
         heard = ""
+        with_probe = []
         for ms in silences:
             audio = np.concatenate([room, voiced, np.zeros(SR * ms // 1000, np.int16)])
             probability = model.complete_probability(audio)
@@ -117,10 +145,17 @@ def main() -> None:
                                       turn, args.pause_ms)
             ends = "limit" if after is None else f"{after:.0f}"
             cells.append(f"{probability:.2f} / {decoded.end_probability:.2f} / {ends}")
+            if probe:
+                p = probe(heard.strip())
+                again = complete_after_ms(probability, PauseText(heard, decoded.end_probability),
+                                          turn, args.pause_ms, text_end=p)
+                with_probe.append(f"{p:.3f} / {'limit' if again is None else f'{again:.0f}'}")
         if text_end:
             cells.append(f"{text_end(heard.strip()):.3f}")
+        if probe:
+            cells.append(", ".join(with_probe))
         label = (f"{question} (heard {heard.strip()!r})"
-                 if args.prefixes or text_end else question)
+                 if args.prefixes or text_end or probe else question)
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -21,9 +21,9 @@ Prints p50/p95 tables (markdown) over the questions.
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms, --pause-ms, --recheck-ms. `--language zh` runs the Chinese
-conversation (`[conversation] language = "zh"`) on Mandarin questions spoken by a Kokoro voice
-(`testkit.sentences`).
+--check-ahead, --runway-ms, --pause-ms, --recheck-ms, --text-end-threshold. `--language zh`
+runs the Chinese conversation (`[conversation] language = "zh"`) on Mandarin questions spoken
+by a Kokoro voice (`testkit.sentences`).
 
 Other questions and voices (what no option was tuned on): `--questions-file
 bench/questions_heldout.txt` (one a line), `--voice kokoro:am_michael` (a testkit.speech
@@ -244,6 +244,7 @@ def _options(args: argparse.Namespace) -> str:
              "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
              "--recheck-ms": args.recheck_ms,
              "--early-end-confidence": args.early_end_confidence,
+             "--text-end-threshold": args.text_end_threshold,
              "--voice": args.voice and ":".join(p for p in args.voice if p),
              "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
@@ -253,7 +254,8 @@ def end_bound(marks: dict[str, float]) -> str:
     """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
     if "early_end" in marks:
         return "early_end"
-    waited = {s: marks[s] for s in ("turn_model", "pause_text", "turn_again", "turn_asked")
+    waited = {s: marks[s]
+              for s in ("turn_model", "pause_text", "turn_again", "text_end", "turn_asked")
               if s in marks}
     if "turn_asked" not in waited:
         return "limit"
@@ -359,6 +361,8 @@ def main() -> int:
     parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
     parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
     parser.add_argument("--recheck-ms", type=int, help="turn.recheck_ms (0 = off)")
+    parser.add_argument("--text-end-threshold", type=float,
+                        help="turn.text_end_threshold (0 = off; the text-end probe)")
     parser.add_argument("--early-end-confidence", type=float,
                         help="turn.early_end_confidence (0 = off)")
     parser.add_argument("--voice", type=parse_voice, default=None,
@@ -397,6 +401,8 @@ def main() -> int:
         turn["recheck_ms"] = args.recheck_ms
     if args.early_end_confidence is not None:
         turn["early_end_confidence"] = args.early_end_confidence
+    if args.text_end_threshold is not None:
+        turn["text_end_threshold"] = args.text_end_threshold
     voice: Voice = args.voice or ("piper", None)
     asked = read_questions(args.questions_file) if args.questions_file else None
     profile = {} if args.profile is None else {"mode": args.profile}

@@ -121,6 +121,7 @@ class AgentBehaviour:
         self._voice = Voice(engines, session.playout.fps)
         self._hearing = Hearing(
             asr=engines.asr, vad=config.vad, turn=config.turn, turn_model=engines.turn,
+            text_end=engines.text_end,
             clock=session.clock, pools=engines.pools, tasks=session.tasks, listener=self,
             on_error=session.report_error,
         )

@@ -31,6 +31,7 @@ from engines.face.features import log_mel
 from engines.llm.base import ChatLLM
 from engines.tts.base import TTS
 from engines.turn.base import TurnModel
+from engines.turn.text_end import TextEnd
 from rtc_server import face_batch
 from rtc_server.config import Config
 from rtc_server.errors import ConfigError
@@ -108,6 +109,7 @@ class Engines:
     make_smoother: Callable[[], Any]  # per-session Kalman smoother (engines.face.smoothing)
     pools: Pools = field(default_factory=Pools)
     turn: TurnModel | None = None  # semantic end of turn ([turn]); None = fixed hangover
+    text_end: TextEnd | None = None  # the text-end probe ([turn] text_end_threshold)
     face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
     # What the machine's calibration chose, and the rates the conversation paces itself by.
     fit: Fit = field(default_factory=lambda: Fit("fixed", None, None, None, FIXED_PACE, ()))
@@ -202,10 +204,16 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     tts = _timed(f"tts ({config.tts.engine})", lambda: create_tts(config.tts))
     face = _timed(f"face ({config.face.engine})", lambda: create_face(config.face))
     llm = _timed(f"llm ({config.llm.engine})", lambda: create_llm(config.llm))
+    text_end = None
+    if config.turn.enabled and config.turn.text_end_threshold:
+        from engines.llm.text_end import load_text_end
+
+        text_end = _timed("text-end probe", lambda: load_text_end(llm))
     face_config = config.face
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
-        make_smoother=lambda: create_smoother(face_config), turn=turn, fit=fitted,
+        make_smoother=lambda: create_smoother(face_config), turn=turn, text_end=text_end,
+        fit=fitted,
         pools=Pools.sized(usable_cores(), device_calls(asr), device_calls(tts)),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)

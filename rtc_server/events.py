@@ -66,14 +66,15 @@ class AgentText:
 # endpoint: reported by the endpointer, its decode begun by the lane (early or at the pause),
 # the early decode's return (absent without one; a `pause_text` well after it means the pause
 # decoded again), the turn model's probability in, the pause's transcript in, the turn model's
-# second probability in (`[turn] recheck_ms`; absent when not asked again), and the end of
-# the silence the verdict asked for (voice end + `complete_after_ms`, the sooner of the two;
+# second probability in (`[turn] recheck_ms`; absent when not asked again), the text-end
+# probe's in (`[turn] text_end_threshold`; absent when not asked), and the end of the silence
+# the verdict asked for (voice end + `complete_after_ms`, the soonest of them;
 # absent when it asked for the long limit); `early_end`: the turn ended at the early decode,
 # before any pause (`[turn] early_end_confidence`). They say what the end of turn waited for;
 # they are not stages of the answer.
 HEARING_MARKS = (
     "pause", "decode_start", "ahead_done", "turn_model", "pause_text", "turn_again",
-    "turn_asked", "early_end",
+    "text_end", "turn_asked", "early_end",
 )
 
 

@@ -55,7 +55,9 @@ from engines.turn.policy import (
     recheck_window,
     rechecked_after_ms,
     sure_early,
+    text_end_matters,
 )
+from engines.turn.text_end import TextEnd
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 from media.clock import MediaClock
@@ -112,6 +114,9 @@ class _Pause:
     text: PauseText | None = None
     decided: bool = False  # the evidence is in: `after_ms` holds the verdict
     after_ms: float | None = None  # the silence that ends the turn (None: the long limit)
+    again: tuple[float, float] | None = None  # the recheck's probability and its silence
+    text_end: float | None = None  # the text-end probe's probability, once in
+    fired: bool = False  # the verdict ended the turn
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS, clock times
 
 
@@ -141,10 +146,12 @@ class Hearing:
         on_error: Callable[[str, BaseException], None],
         turn: TurnConfig | None = None,
         turn_model: TurnModel | None = None,
+        text_end: TextEnd | None = None,
     ) -> None:
         self._asr = asr
         self._turn = turn or TurnConfig()
         self._model = turn_model if self._turn.enabled else None
+        self._text_end = text_end if self._turn.text_end_threshold else None
         max_silence = self._turn.max_silence_ms if self._model is not None else None
         self._endpointer = create_endpointer(vad, max_silence_ms=max_silence)
         self._clock = clock
@@ -328,13 +335,16 @@ class Hearing:
             return  # the lane's pause decode is still running
         if not pause.decided:
             pause.decided = True
-            pause.after_ms = complete_after_ms(pause.probability, pause.text, self._turn,
-                                               self._pause_ms)
+            pause.after_ms = self._verdict(pause)
             logger.debug("pause %d: p=%.2f text=%r -> complete after %s ms", pause.pause_id,
                          pause.probability, pause.text, pause.after_ms)
+            if self._text_end is not None and text_end_matters(
+                    pause.text, self._turn, self._pause_ms, pause.after_ms):
+                assert pause.text is not None
+                self._tasks.spawn(f"text-end-{pause.pause_id}",
+                                  self._check_text(pause, pause.text.text))
             if pause.after_ms is not None:
-                voice_end = self._push_clock - self._endpointer.trailing_silence_ms / 1000
-                pause.marks["turn_asked"] = voice_end + pause.after_ms / 1000
+                pause.marks["turn_asked"] = self._voice_end() + pause.after_ms / 1000
                 at = recheck_at_ms(pause.probability, pause.after_ms, self._turn,
                                    self._pause_ms)
                 if at is not None:  # asked now, with the silence up to `at` made up
@@ -344,10 +354,55 @@ class Hearing:
                                       self._check_again(pause, audio, at))
         if pause.after_ms is None or self._endpointer.trailing_silence_ms < pause.after_ms:
             return
-        pause.after_ms = None
+        pause.after_ms, pause.fired = None, True
         ended = self._endpointer.verdict(pause.pause_id, True)
         if ended is not None:
             self._handle(ended, _NO_AUDIO)
+
+    def _verdict(self, pause: _Pause) -> float | None:
+        """The verdict on all the evidence in (the one place it is computed): the sooner of
+        the first probability's and the recheck's, both with the text-end probe if in."""
+        assert pause.probability is not None
+        first = complete_after_ms(pause.probability, pause.text, self._turn, self._pause_ms,
+                                  pause.text_end)
+        if pause.again is None:
+            return first
+        probability, at = pause.again
+        second = rechecked_after_ms(probability, pause.text, self._turn, self._pause_ms, at,
+                                    pause.text_end)
+        known = [v for v in (first, second) if v is not None]
+        return min(known) if known else None
+
+    def _revise(self, pause: _Pause) -> None:
+        """New evidence in (the recheck, the probe): the verdict again, perhaps at once."""
+        after = self._verdict(pause)
+        if after == pause.after_ms:
+            return
+        pause.after_ms = after
+        if after is None:
+            pause.marks.pop("turn_asked", None)
+        else:
+            pause.marks["turn_asked"] = self._voice_end() + after / 1000
+        self._decide(pause)  # perhaps at once: the silence is past it already
+
+    def _voice_end(self) -> float:
+        return self._push_clock - self._endpointer.trailing_silence_ms / 1000
+
+    async def _check_text(self, pause: _Pause, text: str) -> None:
+        """`[turn] text_end_threshold`: the text-end probe on the pause's words; its verdict
+        (engines/turn/policy.py) replaces the one without it, sooner or later."""
+        assert self._text_end is not None
+        try:
+            probability = await self._text_end.probability(text)
+        except Exception as exc:  # the verdict without it stands
+            self._on_error("text_end_failed", exc)
+            return
+        if self._pause is not pause or pause.fired:
+            return  # resumed or ended since
+        pause.marks["text_end"] = self._clock.time()
+        pause.text_end = probability
+        logger.debug("pause %d text end: p=%.3f", pause.pause_id, probability)
+        self._revise(pause)
 
     async def _check_again(self, pause: _Pause, audio: np.ndarray, at: float) -> None:
         """`[turn] recheck_ms`: the turn model on the window with `at` ms of silence (made up
@@ -361,16 +416,12 @@ class Hearing:
         except Exception as exc:  # the first verdict stands
             self._on_error("turn_model_failed", exc)
             return
-        if self._pause is not pause or pause.after_ms is None:
-            return  # resumed, ended, or its verdict reached already
+        if self._pause is not pause or pause.fired:
+            return  # resumed or ended since
         pause.marks["turn_again"] = self._clock.time()
-        again = rechecked_after_ms(probability, pause.text, self._turn, self._pause_ms, at)
-        logger.debug("pause %d asked again: p=%.2f -> complete after %s ms", pause.pause_id,
-                     probability, again)
-        if again is not None and again < pause.after_ms:
-            pause.marks["turn_asked"] += (again - pause.after_ms) / 1000
-            pause.after_ms = again
-            self._decide(pause)  # perhaps at once: the silence is past it already
+        pause.again = (probability, at)
+        logger.debug("pause %d asked again: p=%.2f", pause.pause_id, probability)
+        self._revise(pause)
 
     # --- the ASR lane ----------------------------------------------------------------------
 

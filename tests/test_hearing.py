@@ -35,8 +35,9 @@ class FakeStream:
     """Scripted texts, the next one for each pause decode; like the real stream, a `pause()`
     finds its decode done when a `decode_ahead(rest)` covered everything fed since."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], mark: float = 0.95) -> None:
         self.ops: list[tuple[str, int]] = []  # (call, samples fed with it)
+        self.mark = mark  # Whisper's probability for a final mark the texts end with
         self.partial_flags: list[bool] = []  # feed's `partial`, per feed
         self._texts = texts
         self.decodes = 0
@@ -57,7 +58,7 @@ class FakeStream:
         self.decodes += 1
         self._covered = self._fed + rest.shape[0]
         text = self._texts[min(self.decodes - 1, len(self._texts) - 1)]
-        return PauseText(text, 0.95 if text.endswith((".", "?")) else 0.0)
+        return PauseText(text, self.mark if text.endswith((".", "?")) else 0.0)
 
     def pause(self) -> PauseText:
         if self._covered < self._fed:
@@ -65,7 +66,7 @@ class FakeStream:
             self._covered = self._fed
         self.ops.append(("pause", 0))
         text = self._texts[min(self.decodes - 1, len(self._texts) - 1)]
-        return PauseText(text, 0.95 if text.endswith((".", "?")) else 0.0)
+        return PauseText(text, self.mark if text.endswith((".", "?")) else 0.0)
 
     def finish(self) -> str:
         self.ops.append(("finish", 0))
@@ -104,6 +105,21 @@ class FakeTurnModel:
         return self._probabilities[min(self.calls - 1, len(self._probabilities) - 1)]
 
 
+class FakeTextEnd:
+    """A scripted text-end probe (engines/turn/text_end.py) that records what it read."""
+
+    def __init__(self, probability: float, fail: bool = False) -> None:
+        self.probability_ = probability
+        self.fail = fail
+        self.texts: list[str] = []
+
+    async def probability(self, text: str) -> float:
+        self.texts.append(text)
+        if self.fail:
+            raise RuntimeError("probe exploded")
+        return self.probability_
+
+
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
@@ -135,7 +151,7 @@ class Recorder:
 class Rig:
     def __init__(
         self, asr: FakeASR[FakeStream], model: FakeTurnModel | None, turn: TurnConfig,
-        vad: VadConfig,
+        vad: VadConfig, text_end: FakeTextEnd | None = None,
     ) -> None:
         self.asr, self.model = asr, model
         self.clock = MediaClock()
@@ -144,7 +160,7 @@ class Rig:
         self.listener = Recorder()
         self.errors: list[str] = []
         self.hearing = Hearing(
-            asr=asr, vad=vad, turn=turn, turn_model=model, clock=self.clock,
+            asr=asr, vad=vad, turn=turn, turn_model=model, text_end=text_end, clock=self.clock,
             pools=self.pools, tasks=self.tasks, listener=self.listener,
             on_error=lambda kind, exc: self.errors.append(kind),
         )
@@ -472,7 +488,8 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     assert r.listener.finals[0].reason == "complete"
     # What the end of turn waited for travels with the final (the benchmarks split it).
     marks = r.listener.finals[0].marks
-    assert set(marks) == set(HEARING_MARKS) - {"turn_again", "early_end"}  # (asked once)
+    # (asked once; no text-end probe)
+    assert set(marks) == set(HEARING_MARKS) - {"turn_again", "text_end", "early_end"}
     assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
     # The early decode ran (80 ms into the silence) before the pause; its text was reused.
     assert marks["decode_start"] <= marks["ahead_done"] <= marks["pause_text"]
@@ -527,6 +544,53 @@ async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_soo
     slow.quiet(0.06)  # 620 ms
     await asyncio.wait_for(slow.listener.final.wait(), 3)
     assert slow.listener.finals[0].reason == "complete"
+
+
+@pytest.mark.parametrize(("probe", "fail", "ends_ms"), [
+    (0.97, False, 200), (0.5, False, 867), (0.01, False, 1200), (0.97, True, 867),
+])
+async def test_the_text_end_probe_moves_a_waiting_verdict_either_way(
+    rigs: list[Rig], probe: float, fail: bool, ends_ms: int,
+) -> None:
+    """Smart Turn sure, Whisper's final mark unsure (0.75: a verdict at ~867 ms): the probe
+    is asked with the pause's words; sure they are whole (0.97, threshold 0.95) the turn ends
+    at the pause, sure they are not (0.01) it waits the whole patience (1200 ms); unsure, or
+    failing (reported), the verdict stays."""
+    text_end = FakeTextEnd(probe, fail)
+    turn = TurnConfig(check_ahead=False, text_end_threshold=0.95)
+    rigs.append(Rig(FakeASR(lambda: FakeStream(["Explain what a mortgage is."], mark=0.75)),
+                    FakeTurnModel([0.9]), turn, VadConfig(), text_end))
+    r = rigs[-1]
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)  # the pause
+    await until(lambda: bool(text_end.texts) and (fail or "text_end" in (
+        r.hearing._pause.marks if r.hearing._pause else {"text_end": 0})))
+    assert text_end.texts == ["Explain what a mortgage is."]
+    if ends_ms > 200:
+        await settle(r)
+        r.quiet((ends_ms - 200 - 30) / 1000)
+        await no_final_yet(r)
+        r.quiet(0.06)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    final = r.listener.finals[0]
+    assert final.reason == "complete"
+    assert r.errors == (["text_end_failed"] if fail else [])
+    if not fail:
+        assert final.marks["pause_text"] <= final.marks["text_end"]
+
+
+async def test_a_confident_verdict_never_asks_the_text_end_probe(rigs: list[Rig]) -> None:
+    text_end = FakeTextEnd(0.99)
+    turn = TurnConfig(check_ahead=False, text_end_threshold=0.9)
+    rigs.append(Rig(FakeASR(lambda: FakeStream(["What time is it?"])), FakeTurnModel([0.9]),
+                    turn, VadConfig(), text_end))
+    r = rigs[-1]
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert text_end.texts == []
 
 
 async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:

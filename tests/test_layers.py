@@ -39,8 +39,10 @@ MODEL_PACKAGES = frozenset({
 # rtc_server's modules that serve HTTP (the single process's app and page, the cluster's
 # gateway and worker); the others raise rtc_server's domain errors.
 HTTP_MODULES = ("rtc_server/app.py", "rtc_server/page.py", "rtc_server/cluster/")
-# The face model's training: what a server loads never reaches it.
-TRAINING, TRAINING_DIR = "engines.face.training", "engines/face/training/"
+# The models' training (the face model, the text-end probe): what a server loads never
+# reaches it.
+TRAINING = ("engines.face.training", "engines.turn.training")
+TRAINING_DIR = ("engines/face/training/", "engines/turn/training/")
 
 
 @dataclass(frozen=True)

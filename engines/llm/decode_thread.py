@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import aclosing
 from typing import Final, TypeVar
 
@@ -108,6 +108,10 @@ class DecodeThread:
     def call(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the decode thread and wait for it (loading, warm-up, token counts)."""
         return self._pool.submit(fn).result()
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Queue `fn` on the decode thread; its future (await it with `asyncio.wrap_future`)."""
+        return self._pool.submit(fn)
 
     def start(self, fn: Callable[[], None]) -> None:
         """Queue `fn` on the decode thread without waiting (engines/llm/batch_streams.py: a

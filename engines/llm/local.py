@@ -40,9 +40,12 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import aclosing, closing
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from common.cpu_priority import SPEAKING, THINKING
 from engines.llm.answer_text import AnswerText
@@ -142,6 +145,7 @@ class TransformersLLM:
         # the device, takes little CPU, and its first token gates the answer's first audio:
         # the speaking threads' priority, not the CPU decode's (common/cpu_priority.py).
         self._thread = DecodeThread("llm-decode", SPEAKING if placement.on_cuda else THINKING)
+        self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="llm-text-end")
         try:
             self._thread.call(
                 lambda: self._load(model_dir, placement, precision, threads, cuda_graphs)
@@ -297,6 +301,35 @@ class TransformersLLM:
         """The CUDA-graph decoder (None: eager decoding). Decode-thread use only."""
         return self._graph
 
+    def last_hidden_state(self, prompt: str) -> Future[np.ndarray]:
+        """The model's last hidden state (after the final norm) at the last token of `prompt`
+        (its special tokens read as such): the text-end probe's reading of a user's words
+        (engines/turn/text_end.py). One eager forward without a cache (so it never disturbs the
+        cache an answer reuses) on its own thread: on the decode thread it waited behind the
+        answer the pause had already started (~0.5 s on the H200)."""
+        return self._probe_thread.submit(lambda: self._last_hidden(prompt))
+
+    def _last_hidden(self, prompt: str) -> np.ndarray:
+        import torch
+
+        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        if not ids:
+            raise InvalidInputError("an empty prompt has no hidden state")
+        tokens = torch.tensor([ids], device=self.model.device)
+        with torch.inference_mode():
+            out = self.model.model(input_ids=tokens, use_cache=False)
+        return np.asarray(out.last_hidden_state[0, -1].float().cpu().numpy())
+
+    def embedding_rows(self, rows: Sequence[int], cols: int) -> np.ndarray:
+        """`cols` values of each of `rows` of the token embedding (a fingerprint of the
+        weights: engines/turn/text_end.py)."""
+        def read() -> np.ndarray:
+            weight = self.model.model.embed_tokens.weight
+            kept = [r for r in rows if r < weight.shape[0]]
+            return np.asarray(weight[kept, :cols].detach().float().cpu().numpy())
+
+        return self._thread.call(read)
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
@@ -342,6 +375,7 @@ class TransformersLLM:
         """Not implemented for this engine (the hint is ignored)."""
 
     def close(self) -> None:
+        self._probe_thread.shutdown(wait=False, cancel_futures=True)
         self._thread.close()
 
     def _generate(

@@ -36,6 +36,11 @@ class TurnConfig:
     # `pause_ms`) when Smart Turn and the ASR's final mark are both at least this sure and the
     # text reads finished (policy.py, `sure_early`); 0 = never before the pause
     early_end_confidence: float = 0.0
+    # The text-end probe (engines/turn/text_end.py: the chat model's reading of the pause's
+    # words): where a verdict would wait for the final mark alone, a probability at least this
+    # that the words are a whole message stands in for it; 0 = off. Needs the transformers
+    # chat engine with the weights the probe was trained on (else a warning, and off)
+    text_end_threshold: float = 0.0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
     # "torch": the same file's graph run in torch, its int8 rounding included
@@ -55,6 +60,8 @@ class TurnConfig:
             raise InvalidTurnConfigError("recheck_ms must be within 0..10000")
         if not (self.early_end_confidence == 0.0 or 0.5 < self.early_end_confidence < 1.0):
             raise InvalidTurnConfigError("early_end_confidence must be 0 (off) or in (0.5, 1)")
+        if not 0.0 <= self.text_end_threshold < 1.0:
+            raise InvalidTurnConfigError("text_end_threshold must be 0 (off) or in (0, 1)")
         if not 0.0 < self.sentence_end_span <= 1.0:
             raise InvalidTurnConfigError("sentence_end_span must be within (0, 1]")
         if not 100 <= self.max_silence_ms <= 10_000:

@@ -62,9 +62,16 @@ def reads_finished(text: str) -> bool:
     """True when `text` ends like a finished sentence ('' does not: the words may have been
     dropped, and for noise the long limit costs nothing, since an empty final is no turn)."""
     text = text.strip()
-    if not text:
+    if not text.endswith(SENTENCE_END):
         return False
-    if text.endswith(_TRAILING_OFF) or not text.endswith(SENTENCE_END):
+    return words_may_end(text)
+
+
+def words_may_end(text: str) -> bool:
+    """`reads_finished` without the final mark: not trailing off, and the last word can end
+    a sentence (the text-end probe may stand in for a mark Whisper did not write)."""
+    text = text.strip()
+    if not text or text.endswith(_TRAILING_OFF):
         return False
     body = text.rstrip("".join(SENTENCE_END)).strip()
     if body.endswith(_UNFINISHED_ZH):
@@ -82,16 +89,34 @@ def _shortfall(value: float | None, needed: float, span: float) -> float:
 
 
 def complete_after_ms(
-    probability: float, pause: PauseText | None, config: TurnConfig, pause_ms: int
+    probability: float, pause: PauseText | None, config: TurnConfig, pause_ms: int,
+    text_end: float | None = None,
 ) -> float | None:
     """The silence (ms) from which this pause ends the turn; None: not on this evidence.
 
     `pause_ms` is the silence at which the pause was reported (`[vad] pause_ms`); `pause` may
-    be None only without `config.text_check`."""
+    be None only without `config.text_check`.
+
+    `text_end`: the text-end probe's probability that the words are a whole message
+    (engines/turn/text_end.py), with `config.text_end_threshold` on. At least the threshold,
+    it stands in for Whisper's final mark (short of its threshold, or not written at all);
+    where the mark was sure as well, the two readings of the words outweigh an unsure Smart
+    Turn. At most 1 - threshold (sure the words are unfinished), the turn waits the whole
+    patience, whatever the mark. Offline (bench/RESULTS.md, section turn): Smart Turn called
+    2 of 20 complete questions in a new voice unfinished at 0.01-0.02 (its error, the words
+    were whole), and Whisper wrote confident marks after cut-offs the probe read at 0.001-0.02
+    ("Could you tell me?", "Could you explain how?")."""
+    sure = unsure = False
+    if config.text_end_threshold and text_end is not None:
+        sure = text_end >= config.text_end_threshold
+        unsure = text_end <= 1.0 - config.text_end_threshold
     if config.text_check:
-        if pause is None or not reads_finished(pause.text):
+        if pause is None:
             return None
-        end = pause.end_probability
+        marked = reads_finished(pause.text)
+        if not (marked or (sure and words_may_end(pause.text))):
+            return None
+        end = pause.end_probability if marked else 0.0
     else:
         end = None
     # Smart Turn's probability must be above the threshold, so its shortfall is never 0
@@ -100,6 +125,12 @@ def complete_after_ms(
     if probability <= config.threshold:
         turn = max(turn, 1e-6)
     end_shortfall = _shortfall(end, config.sentence_end_threshold, config.sentence_end_span)
+    if sure:
+        if end_shortfall == 0.0:
+            turn = 0.0  # the mark and the probe both sure of the words: they outweigh the voice
+        end_shortfall = 0.0
+    elif unsure:
+        end_shortfall = 1.0
     shortfall = max(turn, end_shortfall)
     if shortfall == 0.0:
         return float(pause_ms)
@@ -130,6 +161,16 @@ def sure_early(probability: float | None, early: PauseText | None, config: TurnC
         return False
     return (probability >= sure and early.end_probability >= sure
             and reads_finished(early.text))
+
+
+def text_end_matters(pause: PauseText | None, config: TurnConfig, pause_ms: int,
+                     after_ms: float | None) -> bool:
+    """Whether to ask the text-end probe about this pause: on, words to read, and a verdict
+    (`after_ms`, without the probe) that waits past the pause, so that the probe's answer can
+    still move it, either way; a turn that ends at the pause never waits for it."""
+    if not config.text_end_threshold or pause is None or not words_may_end(pause.text):
+        return False
+    return after_ms is None or after_ms > pause_ms
 
 
 def recheck_at_ms(
@@ -169,9 +210,9 @@ def recheck_window(window: np.ndarray, silence_ms: float, at_ms: float,
 
 def rechecked_after_ms(
     probability: float, pause: PauseText | None, config: TurnConfig, pause_ms: int,
-    at_ms: float,
+    at_ms: float, text_end: float | None = None,
 ) -> float | None:
     """The recheck's verdict (`complete_after_ms` on its probability), never before the
     silence it was asked with: the window held `at_ms` of silence, some of it made up."""
-    after = complete_after_ms(probability, pause, config, pause_ms)
+    after = complete_after_ms(probability, pause, config, pause_ms, text_end)
     return None if after is None else max(after, at_ms)

@@ -145,3 +145,23 @@ async def test_streams_asking_together_take_turns_and_say_every_word(
     last_a = len(order) - 1 - order[::-1].index("a")
     assert order.index("b") < last_a, order  # b began before a was whole
     assert order[0] == "a"
+
+
+async def test_hidden_states_are_the_models_own_and_other_weights_get_no_probe(
+    llm: TransformersLLM,
+) -> None:
+    """The text-end probe's reading (engines/llm/text_end.py): the last hidden state at a
+    prompt's last token, the model's hidden size, the same for the same words and not for
+    others; the shipped probe was trained on the 1.5B's weights, so this 0.5B gets none."""
+    import numpy as np
+
+    from engines.llm.text_end import load_text_end
+    from engines.turn.text_end import HEAD
+
+    def state(words: str) -> np.ndarray:
+        return llm.last_hidden_state(HEAD + words).result(timeout=60)
+
+    a, b, c = state("What time is it"), state("What time is it"), state("What time is")
+    assert a.shape == (llm.model.config.hidden_size,)
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+    assert load_text_end(llm) is None
