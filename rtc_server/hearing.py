@@ -22,7 +22,10 @@ is no longer current (speech resumed, or the utterance ended) is dropped; a mode
 or is slow leaves the endpointer's long limit (`max_silence_ms`) to end the turn. Without a
 turn model the endpointer's fixed hangover ends it. With `early_end_confidence`, a turn whose
 early evidence is sure (the early decode's text and final mark, the turn model asked beside
-it) ends right there, before the pause (`Endpointer.end_early`).
+it) ends right there, before the pause (`Endpointer.end_early`). With `text_end_threshold`, a
+verdict that waits past the pause asks the text-end probe (the chat model's reading of the
+pause's words, engines/llm/text_end.py); each new piece of evidence (the probe, the turn
+model's recheck) recomputes the verdict in one place (`_verdict`), sooner or later.
 
 The listener learns, in order: speech start, voice duration (for barge-in), partials, the
 early decode's text while its silence lasts (`on_early_text`: the pause's text, most likely,
