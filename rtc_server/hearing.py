@@ -24,8 +24,9 @@ turn model the endpointer's fixed hangover ends it. With `early_end_confidence`,
 early evidence is sure (the early decode's text and final mark, the turn model asked beside
 it) ends right there, before the pause (`Endpointer.end_early`). With `text_end_threshold`, a
 verdict that waits past the pause asks the text-end probe (the chat model's reading of the
-pause's words, engines/llm/text_end.py); each new piece of evidence (the probe, the turn
-model's recheck) recomputes the verdict in one place (`_verdict`), sooner or later.
+pause's words, engines/llm/text_end.py), asked already on the early decode's words where the
+verdict may wait, so its answer is in at the pause; each new piece of evidence (the probe,
+the turn model's recheck) recomputes the verdict in one place (`_verdict`), sooner or later.
 
 The listener learns, in order: speech start, voice duration (for barge-in), partials, the
 early decode's text while its silence lasts (`on_early_text`: the pause's text, most likely,
@@ -60,7 +61,7 @@ from engines.turn.policy import (
     sure_early,
     text_end_matters,
 )
-from engines.turn.text_end import TextEnd
+from engines.turn.text_end import TextEnd, normalized
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 from media.clock import MediaClock
@@ -128,6 +129,16 @@ _FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial
 
 
 @dataclass(frozen=True)
+class _WordsAhead:
+    """The text-end probe asked on an early decode's words: current while no speech came
+    since (`run`, as in `_Ahead`) and the pause's words are the same (`words`, `normalized`)."""
+
+    run: int
+    words: str
+    read: asyncio.Task[float | Exception]
+
+
+@dataclass(frozen=True)
 class _Ahead:
     """An early decode's request: the speech it follows (`Hearing._speech_frames` then) and
     the missing silence."""
@@ -176,6 +187,7 @@ class Hearing:
         self._early: asyncio.Future[float] | None = None
         # Counts the frames of speech: an early decode's text is current while it is unchanged.
         self._speech_frames = 0
+        self._words_ahead: _WordsAhead | None = None  # the probe on the early decode's words
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
 
@@ -391,14 +403,46 @@ class Hearing:
     def _voice_end(self) -> float:
         return self._push_clock - self._endpointer.trailing_silence_ms / 1000
 
-    async def _check_text(self, pause: _Pause, text: str) -> None:
-        """`[turn] text_end_threshold`: the text-end probe on the pause's words; its verdict
-        (engines/turn/policy.py) replaces the one without it, sooner or later."""
+    def _read_ahead(self, run: int, early: PauseText) -> None:
+        """`[turn] text_end_threshold`: the probe reads the early decode's words now, where the
+        verdict may wait for it (by the turn model's early probability, when that is in), so
+        that at the pause its answer is in or nearly: asked at the pause's text, it came 40 to
+        160 ms after it live on the H200 (bench/RESULTS.md, section gpu), beside the answer
+        the early decode had started."""
+        if self._text_end is None:
+            return
+        early_p = self._early
+        probability = (early_p.result() if early_p is not None and early_p.done()
+                       and not early_p.cancelled() and early_p.exception() is None else None)
+        after = (None if probability is None
+                 else complete_after_ms(probability, early, self._turn, self._pause_ms))
+        if not text_end_matters(early, self._turn, self._pause_ms, after):
+            return
+        if self._words_ahead is not None:
+            self._words_ahead.read.cancel()  # stale: speech came since (its forward unrun)
+        read = self._tasks.spawn(f"text-end-ahead-{run}", self._read_words(early.text))
+        self._words_ahead = _WordsAhead(run, normalized(early.text), read)
+
+    async def _read_words(self, text: str) -> float | Exception:
+        """The probe's probability for `text`, or its failure (reported where it is used)."""
         assert self._text_end is not None
         try:
-            probability = await self._text_end.probability(text)
-        except Exception as exc:  # the verdict without it stands
-            self._on_error("text_end_failed", exc)
+            return await self._text_end.probability(text)
+        except Exception as exc:  # noqa: BLE001 - the pause that needs it reports it
+            return exc
+
+    async def _check_text(self, pause: _Pause, text: str) -> None:
+        """`[turn] text_end_threshold`: the text-end probe on the pause's words (its answer on
+        the early decode's, when those were the same); its verdict (engines/turn/policy.py)
+        replaces the one without it, sooner or later."""
+        ahead = self._words_ahead
+        if (ahead is not None and ahead.run == self._speech_frames
+                and ahead.words == normalized(text)):
+            probability = await ahead.read
+        else:
+            probability = await self._read_words(text)
+        if isinstance(probability, Exception):  # the verdict without it stands
+            self._on_error("text_end_failed", probability)
             return
         if self._pause is not pause or pause.fired:
             return  # resumed or ended since
@@ -475,6 +519,7 @@ class Hearing:
                         utterance == self._utterance
                     ):  # (still that silence: no speech since it was asked)
                         self._listener.on_early_text(utterance, early.text.strip())
+                        self._read_ahead(arg.run, early)
                         if self._turn.early_end_confidence:
                             await self._end_early(utterance, arg.run, early,
                                                   {"decode_start": ahead_started,

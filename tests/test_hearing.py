@@ -106,15 +106,21 @@ class FakeTurnModel:
 
 
 class FakeTextEnd:
-    """A scripted text-end probe (engines/turn/text_end.py) that records what it read."""
+    """A scripted text-end probe (engines/turn/text_end.py) that records what it read;
+    `release` cleared: it answers only once set (a slow probe)."""
 
     def __init__(self, probability: float, fail: bool = False) -> None:
         self.probability_ = probability
         self.fail = fail
         self.texts: list[str] = []
+        self.answered = 0
+        self.release = asyncio.Event()
+        self.release.set()
 
     async def probability(self, text: str) -> float:
         self.texts.append(text)
+        await self.release.wait()
+        self.answered += 1
         if self.fail:
             raise RuntimeError("probe exploded")
         return self.probability_
@@ -546,6 +552,16 @@ async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_soo
     assert slow.listener.finals[0].reason == "complete"
 
 
+def probe_rig(rigs: list[Rig], texts: list[str], text_end: FakeTextEnd,
+              threshold: float = 0.95) -> Rig:
+    """Smart Turn sure (0.9), Whisper's final mark unsure (0.75), the text-end probe on: a
+    verdict (~867 ms without it) that waits for the probe."""
+    turn = TurnConfig(check_ahead=False, text_end_threshold=threshold)
+    rigs.append(Rig(FakeASR(lambda: FakeStream(texts, mark=0.75)), FakeTurnModel([0.9]), turn,
+                    VadConfig(), text_end))
+    return rigs[-1]
+
+
 @pytest.mark.parametrize(("probe", "fail", "ends_ms"), [
     (0.97, False, 200), (0.5, False, 867), (0.01, False, 1200), (0.97, True, 867),
 ])
@@ -557,10 +573,7 @@ async def test_the_text_end_probe_moves_a_waiting_verdict_either_way(
     at the pause, sure they are not (0.01) it waits the whole patience (1200 ms); unsure, or
     failing (reported), the verdict stays."""
     text_end = FakeTextEnd(probe, fail)
-    turn = TurnConfig(check_ahead=False, text_end_threshold=0.95)
-    rigs.append(Rig(FakeASR(lambda: FakeStream(["Explain what a mortgage is."], mark=0.75)),
-                    FakeTurnModel([0.9]), turn, VadConfig(), text_end))
-    r = rigs[-1]
+    r = probe_rig(rigs, ["Explain what a mortgage is."], text_end)
     r.quiet(0.3)
     r.say(1.0)
     r.quiet(0.2)  # the pause
@@ -580,8 +593,11 @@ async def test_the_text_end_probe_moves_a_waiting_verdict_either_way(
         assert final.marks["pause_text"] <= final.marks["text_end"]
 
 
-async def test_a_confident_verdict_never_asks_the_text_end_probe(rigs: list[Rig]) -> None:
+async def test_a_confident_verdict_never_waits_for_the_text_end_probe(rigs: list[Rig]) -> None:
+    """Smart Turn and the final mark sure: the turn ends at the pause, while a probe asked
+    on the early decode's words (the early verdict not in yet) has not answered."""
     text_end = FakeTextEnd(0.99)
+    text_end.release.clear()
     turn = TurnConfig(check_ahead=False, text_end_threshold=0.9)
     rigs.append(Rig(FakeASR(lambda: FakeStream(["What time is it?"])), FakeTurnModel([0.9]),
                     turn, VadConfig(), text_end))
@@ -590,7 +606,45 @@ async def test_a_confident_verdict_never_asks_the_text_end_probe(rigs: list[Rig]
     r.say(1.0)
     r.quiet(0.2)
     await asyncio.wait_for(r.listener.final.wait(), 3)
-    assert text_end.texts == []
+    assert text_end.answered == 0
+    assert "text_end" not in r.listener.finals[0].marks
+    text_end.release.set()
+
+
+async def test_the_probe_asked_on_the_early_words_is_reused_at_the_pause(
+    rigs: list[Rig],
+) -> None:
+    """The early decode's words are the pause's: the probe read them once, before the pause,
+    and its answer ends the waiting verdict (final mark 0.75) at the pause."""
+    text_end = FakeTextEnd(0.97)
+    r = probe_rig(rigs, ["Explain what a mortgage is."], text_end)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # past decode_ahead_ms (80), before the pause (200)
+    await until(lambda: text_end.answered == 1)
+    assert r.asr.streams[0].pauses == 0
+    r.quiet(0.1)  # the pause
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert text_end.texts == ["Explain what a mortgage is."]
+    assert r.listener.finals[0].reason == "complete"
+
+
+async def test_speech_after_the_early_words_makes_the_probe_read_again(
+    rigs: list[Rig],
+) -> None:
+    """The user spoke on after the early decode: its reading is not the pause's, whose new
+    words the probe reads (the second decode's text)."""
+    text_end = FakeTextEnd(0.97)
+    r = probe_rig(rigs, ["Explain that.", "Explain that to me again."], text_end)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.1)  # an early decode: "Explain that."
+    await until(lambda: text_end.answered == 1)
+    r.say(0.5)
+    r.quiet(0.2)  # the pause after more words
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert text_end.texts == ["Explain that.", "Explain that to me again."]
+    assert r.listener.finals[0].reason == "complete"
 
 
 async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:

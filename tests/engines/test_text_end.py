@@ -136,6 +136,10 @@ def test_the_probe_stands_in_for_the_mark_and_with_it_outweighs_the_voice() -> N
     short = complete_after_ms(0.98, guessed, config, 200)
     assert short is not None and short < 800
     assert complete_after_ms(0.98, guessed, config, 200, text_end=0.01) == 1200
+    # ... a bound of its own, not 1 - threshold: a looser threshold does not widen it
+    loose = TurnConfig(text_end_threshold=0.9)
+    assert complete_after_ms(0.98, guessed, loose, 200, text_end=0.08) == short
+    assert complete_after_ms(0.98, guessed, loose, 200, text_end=0.04) == 1200
     # asked only where the verdict waits and there are words that may end
     assert text_end_matters(weak, config, 200, 1200)
     assert text_end_matters(unmarked, config, 200, None)
