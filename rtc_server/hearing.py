@@ -135,16 +135,17 @@ class _WordsAhead:
 
     run: int
     words: str
-    read: asyncio.Task[float | Exception]
+    read: asyncio.Task[float | Exception | None]
 
 
 @dataclass(frozen=True)
 class _Ahead:
-    """An early decode's request: the speech it follows (`Hearing._speech_frames` then) and
-    the missing silence."""
+    """An early decode's request: the speech it follows (`Hearing._speech_frames` then), the
+    missing silence, and the turn model's verdict asked beside it (`check_ahead`)."""
 
     run: int
     rest: np.ndarray
+    verdict: asyncio.Future[float] | None = None
 
 
 class Hearing:
@@ -206,8 +207,9 @@ class Hearing:
             if not self._paused:
                 rest = self._ahead.step(frame, silence_ms)
                 if rest is not None:
-                    self._put(("ahead", self._utterance, _Ahead(self._speech_frames, rest)))
                     self._check_ahead(rest)
+                    self._put(("ahead", self._utterance,
+                               _Ahead(self._speech_frames, rest, self._early)))
             self._voice()
             pause = self._pause
             if pause is not None and pause.after_ms is not None:
@@ -403,25 +405,38 @@ class Hearing:
     def _voice_end(self) -> float:
         return self._push_clock - self._endpointer.trailing_silence_ms / 1000
 
-    def _read_ahead(self, run: int, early: PauseText) -> None:
-        """`[turn] text_end_threshold`: the probe reads the early decode's words now, where the
-        verdict may wait for it (by the turn model's early probability, when that is in), so
-        that at the pause its answer is in or nearly: asked at the pause's text, it came 40 to
-        160 ms after it live on the H200 (bench/RESULTS.md, section gpu), beside the answer
-        the early decode had started."""
-        if self._text_end is None:
-            return
-        early_p = self._early
-        probability = (early_p.result() if early_p is not None and early_p.done()
-                       and not early_p.cancelled() and early_p.exception() is None else None)
-        after = (None if probability is None
-                 else complete_after_ms(probability, early, self._turn, self._pause_ms))
-        if not text_end_matters(early, self._turn, self._pause_ms, after):
+    def _read_ahead(
+        self, run: int, early: PauseText, verdict: asyncio.Future[float] | None
+    ) -> None:
+        """`[turn] text_end_threshold`: the probe reads the early decode's words as soon as the
+        turn model's early probability (asked beside that decode) says the verdict will wait
+        for it, so that at the pause its answer is in or nearly: asked at the pause's text, it
+        came 40 to 160 ms after it live on the H200 (bench/RESULTS.md, section gpu). A verdict
+        that ends the turn at the pause asks nothing: at 32 sessions on one-core workers a
+        probe beside every early-started answer delayed those answers."""
+        if self._text_end is None or not text_end_matters(early, self._turn, self._pause_ms,
+                                                          None):
             return
         if self._words_ahead is not None:
             self._words_ahead.read.cancel()  # stale: speech came since (its forward unrun)
-        read = self._tasks.spawn(f"text-end-ahead-{run}", self._read_words(early.text))
+        read = self._tasks.spawn(f"text-end-ahead-{run}", self._read_early(early, verdict))
         self._words_ahead = _WordsAhead(run, normalized(early.text), read)
+
+    async def _read_early(
+        self, early: PauseText, verdict: asyncio.Future[float] | None
+    ) -> float | Exception | None:
+        """The probe on the early words, once the early probability (if asked) says the
+        verdict waits; None where it does not (the pause asks again if its verdict does)."""
+        if verdict is not None:
+            try:
+                probability = await asyncio.shield(verdict)  # the pause's check awaits it too
+            except Exception:  # noqa: BLE001 - the pause's check reports it
+                probability = None
+            if probability is not None and not text_end_matters(
+                    early, self._turn, self._pause_ms,
+                    complete_after_ms(probability, early, self._turn, self._pause_ms)):
+                return None
+        return await self._read_words(early.text)
 
     async def _read_words(self, text: str) -> float | Exception:
         """The probe's probability for `text`, or its failure (reported where it is used)."""
@@ -439,6 +454,8 @@ class Hearing:
         if (ahead is not None and ahead.run == self._speech_frames
                 and ahead.words == normalized(text)):
             probability = await ahead.read
+            if probability is None:  # the early verdict did not wait; this one does
+                probability = await self._read_words(text)
         else:
             probability = await self._read_words(text)
         if isinstance(probability, Exception):  # the verdict without it stands
@@ -519,7 +536,7 @@ class Hearing:
                         utterance == self._utterance
                     ):  # (still that silence: no speech since it was asked)
                         self._listener.on_early_text(utterance, early.text.strip())
-                        self._read_ahead(arg.run, early)
+                        self._read_ahead(arg.run, early, arg.verdict)
                         if self._turn.early_end_confidence:
                             await self._end_early(utterance, arg.run, early,
                                                   {"decode_start": ahead_started,

@@ -553,11 +553,11 @@ async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_soo
 
 
 def probe_rig(rigs: list[Rig], texts: list[str], text_end: FakeTextEnd,
-              threshold: float = 0.95) -> Rig:
-    """Smart Turn sure (0.9), Whisper's final mark unsure (0.75), the text-end probe on: a
-    verdict (~867 ms without it) that waits for the probe."""
-    turn = TurnConfig(check_ahead=False, text_end_threshold=threshold)
-    rigs.append(Rig(FakeASR(lambda: FakeStream(texts, mark=0.75)), FakeTurnModel([0.9]), turn,
+              check_ahead: bool = False, mark: float = 0.75) -> Rig:
+    """Smart Turn sure (0.9), Whisper's final mark unsure (0.75), the text-end probe on
+    (0.95): a verdict (~867 ms without it) that waits for the probe."""
+    turn = TurnConfig(check_ahead=check_ahead, text_end_threshold=0.95)
+    rigs.append(Rig(FakeASR(lambda: FakeStream(texts, mark=mark)), FakeTurnModel([0.9]), turn,
                     VadConfig(), text_end))
     return rigs[-1]
 
@@ -595,13 +595,10 @@ async def test_the_text_end_probe_moves_a_waiting_verdict_either_way(
 
 async def test_a_confident_verdict_never_waits_for_the_text_end_probe(rigs: list[Rig]) -> None:
     """Smart Turn and the final mark sure: the turn ends at the pause, while a probe asked
-    on the early decode's words (the early verdict not in yet) has not answered."""
+    on the early decode's words (no early verdict to say it is not needed) has not answered."""
     text_end = FakeTextEnd(0.99)
     text_end.release.clear()
-    turn = TurnConfig(check_ahead=False, text_end_threshold=0.9)
-    rigs.append(Rig(FakeASR(lambda: FakeStream(["What time is it?"])), FakeTurnModel([0.9]),
-                    turn, VadConfig(), text_end))
-    r = rigs[-1]
+    r = probe_rig(rigs, ["What time is it?"], text_end, mark=0.95)
     r.quiet(0.3)
     r.say(1.0)
     r.quiet(0.2)
@@ -611,13 +608,29 @@ async def test_a_confident_verdict_never_waits_for_the_text_end_probe(rigs: list
     text_end.release.set()
 
 
+async def test_a_confident_early_verdict_never_asks_the_text_end_probe(
+    rigs: list[Rig],
+) -> None:
+    """The turn model asked beside the early decode, sure, and a sure final mark: the probe
+    is not asked, before the pause or at it."""
+    text_end = FakeTextEnd(0.99)
+    r = probe_rig(rigs, ["What time is it?"], text_end, check_ahead=True, mark=0.95)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    await r.tasks.cancel_all()  # nothing left to ask it
+    assert text_end.texts == []
+
+
 async def test_the_probe_asked_on_the_early_words_is_reused_at_the_pause(
     rigs: list[Rig],
 ) -> None:
-    """The early decode's words are the pause's: the probe read them once, before the pause,
-    and its answer ends the waiting verdict (final mark 0.75) at the pause."""
+    """The early decode's words are the pause's, and the turn model asked beside it leaves
+    the verdict waiting (final mark 0.75): the probe read them once, before the pause, and its
+    answer ends the turn at the pause."""
     text_end = FakeTextEnd(0.97)
-    r = probe_rig(rigs, ["Explain what a mortgage is."], text_end)
+    r = probe_rig(rigs, ["Explain what a mortgage is."], text_end, check_ahead=True)
     r.quiet(0.3)
     r.say(1.0)
     r.quiet(0.1)  # past decode_ahead_ms (80), before the pause (200)
