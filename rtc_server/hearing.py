@@ -451,12 +451,9 @@ class Hearing:
         the early decode's, when those were the same); its verdict (engines/turn/policy.py)
         replaces the one without it, sooner or later."""
         ahead = self._words_ahead
-        if (ahead is not None and ahead.run == self._speech_frames
-                and ahead.words == normalized(text)):
-            probability = await ahead.read
-            if probability is None:  # the early verdict did not wait; this one does
-                probability = await self._read_words(text)
-        else:
+        probability = (await ahead.read if ahead is not None and ahead.run == self._speech_frames
+                       and ahead.words == normalized(text) else None)
+        if probability is None:  # not read ahead, or the early verdict did not wait
             probability = await self._read_words(text)
         if isinstance(probability, Exception):  # the verdict without it stands
             self._on_error("text_end_failed", probability)

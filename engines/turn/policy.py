@@ -57,8 +57,6 @@ _UNFINISHED_EN = frozenset((
 _UNFINISHED_ZH = ("的", "和", "跟", "与", "或", "把", "给", "被", "因为", "所以", "但是", "如果")
 _WORD = re.compile(r"[A-Za-z']+")
 
-
-
 # The text-end probe's reading at or below which the words are taken as unfinished. On its
 # training's held-out fifths (three draws): 0.2-0.7% of whole utterances and 74-80% of cut
 # ones read <= 0.05; at 0.1, 0.7-1.3% and 77-82% (bench/RESULTS.md, section turn).
