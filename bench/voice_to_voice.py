@@ -80,7 +80,7 @@ from testkit.agent import (  # noqa: E402
     best_lag,
     video_timeline,
 )
-from testkit.marks import end_of_turn_ms  # noqa: E402
+from testkit.marks import end_bound, end_of_turn_ms, hearing_note  # noqa: E402
 from testkit.pauses import (  # noqa: E402
     COMPLETE_QUESTIONS,
     PAUSE_QUESTIONS,
@@ -95,6 +95,7 @@ QUESTIONS = COMPLETE_QUESTIONS
 LEAD_S = 0.6
 QUIET_RMS = 150.0
 Result = dict[str, Any]  # one question's raw record, as written to --json
+SLOW_END_MS = 300  # an end of turn past this is listed with its evidence
 Voice = tuple[Engine, str | None]  # the asking voice: testkit.speech engine, its voice
 
 
@@ -172,6 +173,7 @@ async def one_question(
         "said": [e["text"] for e in peer.received.events_of("agent_text")
                  if e["turn_id"] == first["turn_id"] and e["text"]],
         "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "stall_ms": final[-1].get("stall_ms"),
+        "evidence": final[-1].get("evidence", {}),
         "av_lag_s": lag, "av_corr": corr, "longest_gap_s": gap_s,
         "fps": fps, "fps_worst_1s": float(min(windows)) if windows else float("nan"),
     }
@@ -221,9 +223,10 @@ async def ask_all(
         result = await one_question(url, question, meter, voice)
         results.append(result)
         logging.getLogger("bench").info(
-            "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s", i + 1, n,
+            "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s; %s", i + 1, n,
             result["v2v_s"], time.perf_counter() - start, result["question"], result["heard"],
             " CUT OFF" if result["cut_off"] else "",
+            hearing_note(result["marks_ms"], result["evidence"]),
         )
     return results
 
@@ -248,18 +251,6 @@ def _options(args: argparse.Namespace) -> str:
              "--voice": args.voice and ":".join(p for p in args.voice if p),
              "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
-
-
-def end_bound(marks: dict[str, float]) -> str:
-    """Which hearing mark came last before the endpoint (what the end of turn waited for)."""
-    if "early_end" in marks:
-        return "early_end"
-    waited = {s: marks[s]
-              for s in ("turn_model", "pause_text", "turn_again", "text_end", "turn_asked")
-              if s in marks}
-    if "turn_asked" not in waited:
-        return "limit"
-    return max(waited, key=lambda s: waited[s])
 
 
 def rows(
@@ -303,6 +294,11 @@ def rows(
     notes.append("The end of turn waited last for: " + ", ".join(
         f"{name} {n}" for name, n in bound.most_common()) + " (turn_asked: the silence the "
         "verdict asked for; pause_text / turn_model: that evidence; limit: max_silence_ms).")
+    slow = [r for r in results if -float(r["marks_ms"].get("voice_end", 0.0)) > SLOW_END_MS]
+    if slow:
+        notes.append(f"Ended over {SLOW_END_MS} ms after the voice: " + "; ".join(
+            f"{r['heard'] or r['question']!r} "
+            f"{hearing_note(r['marks_ms'], r.get('evidence', {}))}" for r in slow) + ".")
     if paused:
         cuts = sum(bool(r["cut_off"]) for r in results)
         notes.append(f"False cut-offs (a final transcript before the rest of the question): "

@@ -302,7 +302,8 @@ class AgentBehaviour:
             # Early marks, so the page shows the latency as soon as the voice starts; the
             # complete set follows when the turn ends.
             turn.announced = True
-            self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=turn.timings_ms()))
+            self._session.emit(TurnTimings(turn_id=turn.id, marks_ms=turn.timings_ms(),
+                                           evidence=turn.evidence))
         if turn.phase == "done":
             self._record(turn)
             if self._turn is turn:
@@ -358,6 +359,7 @@ class AgentBehaviour:
         turn.mark("voice_end", utterance.voice_end)
         for stage, t in utterance.marks.items():  # what the end of turn waited for
             turn.mark(stage, t)
+        turn.evidence = dict(utterance.evidence)
         turn.mark("speech_end", utterance.speech_end)
         turn.mark("asr_final", clock.time())
         turn.confirm()
@@ -447,7 +449,7 @@ class AgentBehaviour:
             timings, stall_ms = turn.timings_ms(), round(turn.stall_ms, 1)
             self._session.emit(
                 TurnTimings(turn_id=turn.id, marks_ms=timings, barge_in_ms=turn.barge_in_ms,
-                            stall_ms=stall_ms)
+                            stall_ms=stall_ms, evidence=turn.evidence)
             )
             self._session.metrics.turn_stall_ms.observe(turn.stall_ms)
             if "speech_end" in turn.marks:

@@ -67,15 +67,22 @@ class AgentText:
 # the early decode's return (absent without one; a `pause_text` well after it means the pause
 # decoded again), the turn model's probability in, the pause's transcript in, the turn model's
 # second probability in (`[turn] recheck_ms`; absent when not asked again), the text-end
-# probe's in (`[turn] text_end_threshold`; absent when not asked), and the end of the silence
+# probe asked (on the early decode's words or the pause's) and its answer in (`[turn]
+# text_end_threshold`; absent when not asked), and the end of the silence
 # the verdict asked for (voice end + `complete_after_ms`, the soonest of them;
 # absent when it asked for the long limit); `early_end`: the turn ended at the early decode,
 # before any pause (`[turn] early_end_confidence`). They say what the end of turn waited for;
 # they are not stages of the answer.
 HEARING_MARKS = (
     "pause", "decode_start", "ahead_done", "turn_model", "pause_text", "turn_again",
-    "text_end", "turn_asked", "early_end",
+    "text_end_asked", "text_end", "turn_asked", "early_end",
 )
+# What that verdict was computed on (`TurnTimings.evidence`; absent: not asked or not in):
+# Smart Turn's probability ("turn") and its recheck's ("turn_again"), Whisper's probability
+# for the final mark ("end"; 0 where none was written), the text-end probe's ("text_end")
+# and 1 where its answer was the early decode's words' read, 0 where the pause asked
+# ("text_end_ahead"). Diagnostics for the benchmarks: which signal held a slow turn.
+EVIDENCE = ("turn", "turn_again", "end", "text_end", "text_end_ahead")
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class TurnTimings:
     marks_ms: dict[str, float] = field(default_factory=dict)
     barge_in_ms: float | None = None  # user speech onset -> agent audio cleared, if barged in
     stall_ms: float | None = None  # voice ran dry between chunks; set once the turn has ended
+    evidence: dict[str, float] = field(default_factory=dict)  # EVIDENCE of its end of turn
 
 
 @dataclass(frozen=True)

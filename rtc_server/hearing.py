@@ -36,7 +36,9 @@ the final transcript with the clock time of the endpoint and of the end of the v
 The final also carries when the last pause's evidence came in (`events.HEARING_MARKS`), so
 the end of turn can be split into the pause, the turn model, the pause's transcript and the
 silence the verdict asked for (on the H200 box the pause's transcript came last in 17 of 20
-turns with Whisper on its CPU, 13 of 20 with Whisper on its GPU; bench/RESULTS.md section gpu).
+turns with Whisper on its CPU, 13 of 20 with Whisper on its GPU; bench/RESULTS.md section gpu),
+and that evidence itself (`events.EVIDENCE`: the probabilities, and whether the probe's
+answer was the early words' read), so a slow end of turn says which signal held it.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Utterance:
     forced: bool
     reason: str = "silence"  # "complete" (turn model), "silence" or "max_length"
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS reached, clock times
+    evidence: dict[str, float] = field(default_factory=dict)  # events.EVIDENCE of the verdict
 
 
 class HearingListener(Protocol):
@@ -106,6 +109,7 @@ class _End:
     voice_end: float
     reason: str
     marks: dict[str, float]
+    evidence: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,11 +124,24 @@ class _Pause:
     after_ms: float | None = None  # the silence that ends the turn (None: the long limit)
     again: tuple[float, float] | None = None  # the recheck's probability and its silence
     text_end: float | None = None  # the text-end probe's probability, once in
+    text_end_ahead: bool = False  # ... read on the early decode's words
     fired: bool = False  # the verdict ended the turn
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS, clock times
 
+    def evidence(self) -> dict[str, float]:
+        """What the verdict was computed on (`events.EVIDENCE`), as far as it came in."""
+        found: dict[str, float | None] = {
+            "turn": self.probability, "turn_again": None if self.again is None else self.again[0],
+            "end": None if self.text is None else self.text.end_probability or 0.0,
+            "text_end": self.text_end,
+        }
+        if self.text_end is not None:
+            found["text_end_ahead"] = float(self.text_end_ahead)
+        return {k: round(v, 3) for k, v in found.items() if v is not None}
+
 
 _Op = tuple[str, int, object]
+_Read = tuple[float | Exception, float]  # the probe's probability (or failure), asked when
 _FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
@@ -135,7 +152,7 @@ class _WordsAhead:
 
     run: int
     words: str
-    read: asyncio.Task[float | Exception | None]
+    read: asyncio.Task[_Read | None]
 
 
 @dataclass(frozen=True)
@@ -253,11 +270,15 @@ class Hearing:
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, events.SpeechEnded):
-            self._ended(event, self._pause.marks if self._pause is not None else {})
+            pause = self._pause
+            self._ended(event, {} if pause is None else pause.marks,
+                        {} if pause is None else pause.evidence())
 
-    def _ended(self, event: events.SpeechEnded, marks: dict[str, float]) -> None:
+    def _ended(self, event: events.SpeechEnded, marks: dict[str, float],
+               evidence: dict[str, float]) -> None:
         self._paused, self._pause, self._early = False, None, None
-        end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks)
+        end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks,
+                   evidence)
         self._put(("finish", self._utterance, end))
 
     def _stream_clock(self, t: float) -> float:
@@ -324,7 +345,8 @@ class Hearing:
         ended = self._endpointer.end_early()
         if ended is not None:
             now = self._clock.time()
-            self._ended(ended, {**marks, "turn_model": now, "early_end": now})
+            self._ended(ended, {**marks, "turn_model": now, "early_end": now},
+                        {"turn": round(p, 3), "end": round(early.end_probability or 0.0, 3)})
 
     def _paused_text(
         self, utterance: int, pause_id: int, paused: PauseText, started: float,
@@ -424,7 +446,7 @@ class Hearing:
 
     async def _read_early(
         self, early: PauseText, verdict: asyncio.Future[float] | None
-    ) -> float | Exception | None:
+    ) -> _Read | None:
         """The probe on the early words, once the early probability (if asked) says the
         verdict waits; None where it does not (the pause asks again if its verdict does)."""
         if verdict is not None:
@@ -438,30 +460,35 @@ class Hearing:
                 return None
         return await self._read_words(early.text)
 
-    async def _read_words(self, text: str) -> float | Exception:
-        """The probe's probability for `text`, or its failure (reported where it is used)."""
+    async def _read_words(self, text: str) -> _Read:
+        """The probe's probability for `text` (or its failure, reported where it is used),
+        and the clock time it was asked."""
         assert self._text_end is not None
+        asked = self._clock.time()
         try:
-            return await self._text_end.probability(text)
+            return await self._text_end.probability(text), asked
         except Exception as exc:  # noqa: BLE001 - the pause that needs it reports it
-            return exc
+            return exc, asked
 
     async def _check_text(self, pause: _Pause, text: str) -> None:
         """`[turn] text_end_threshold`: the text-end probe on the pause's words (its answer on
         the early decode's, when those were the same); its verdict (engines/turn/policy.py)
         replaces the one without it, sooner or later."""
         ahead = self._words_ahead
-        probability = (await ahead.read if ahead is not None and ahead.run == self._speech_frames
-                       and ahead.words == normalized(text) else None)
-        if probability is None:  # not read ahead, or the early verdict did not wait
-            probability = await self._read_words(text)
+        read = (await ahead.read if ahead is not None and ahead.run == self._speech_frames
+                and ahead.words == normalized(text) else None)
+        was_ahead = read is not None
+        if read is None:  # not read ahead, or the early verdict did not wait
+            read = await self._read_words(text)
+        probability, asked = read
         if isinstance(probability, Exception):  # the verdict without it stands
             self._on_error("text_end_failed", probability)
             return
         if self._pause is not pause or pause.fired:
             return  # resumed or ended since
+        pause.marks["text_end_asked"] = asked
         pause.marks["text_end"] = self._clock.time()
-        pause.text_end = probability
+        pause.text_end, pause.text_end_ahead = probability, was_ahead
         logger.debug("pause %d text end: p=%.3f", pause.pause_id, probability)
         self._revise(pause)
 
@@ -550,6 +577,7 @@ class Hearing:
                     self._listener.on_final(Utterance(
                         utterance, final.strip(), arg.speech_end, arg.voice_end,
                         forced=arg.reason == "max_length", reason=arg.reason, marks=arg.marks,
+                        evidence=arg.evidence,
                     ))
             except asyncio.CancelledError:
                 raise

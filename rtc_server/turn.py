@@ -98,6 +98,7 @@ class Turn:
     lead_s: float = 0.02
     apology: str = ""
     marks: dict[str, float] = field(default_factory=dict)
+    evidence: dict[str, float] = field(default_factory=dict)  # its end of turn's (EVIDENCE)
     chunks: list[SpokenChunk] = field(default_factory=list)
     phase: Phase = "thinking"
     failed: bool = False

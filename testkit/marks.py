@@ -88,3 +88,26 @@ def slowest_steps(answers: Sequence[tuple[float, Marks]], share: float = 0.1
         if a and b:
             rows.append((name, statistics.median(a), statistics.median(b)))
     return threshold, len(slow), rows
+
+
+def end_bound(marks: Marks) -> str:
+    """Which hearing mark came last before the endpoint (what the end of turn waited for):
+    `limit` where the verdict asked for none (the long limit ended it)."""
+    if "early_end" in marks:
+        return "early_end"
+    waited = {s: marks[s]
+              for s in ("turn_model", "pause_text", "turn_again", "text_end", "turn_asked")
+              if s in marks}
+    if "turn_asked" not in waited:
+        return "limit"
+    return max(waited, key=lambda s: waited[s])
+
+
+def hearing_note(marks: Marks, evidence: Mapping[str, float]) -> str:
+    """One turn's end of turn, what it waited for last and the evidence its verdict was
+    computed on (the `timings` event's `evidence`): which signal held a slow turn."""
+    if "voice_end" not in marks:
+        return "no end of turn"
+    found = " ".join(f"{k} {v:g}" for k, v in evidence.items())
+    return (f"end of turn {-float(marks['voice_end']):.0f} ms ({end_bound(marks)}"
+            f"{'; ' + found if found else ''})")

@@ -15,6 +15,7 @@ from engines.asr.text import word_error_rate
 from rtc_server.agent import AgentBehaviour
 from rtc_server.app import Server
 from rtc_server.engine_set import Engines
+from rtc_server.events import EVIDENCE
 from rtc_server.session import Session
 from testkit.agent import (
     MouthMeter,
@@ -89,6 +90,12 @@ async def test_question_gets_a_spoken_answer(agent_engines: Engines) -> None:
             assert stage in timings, timings
         # The first sample left after the answer's first chunk was ready, whatever the clock.
         assert timings["first_audio_sent"] > timings["first_chunk"], timings
+        # The end of turn's evidence travels with its marks: the turn model's probability
+        # wherever its mark is (the verdict was computed on it).
+        evidence = peer.received.events_of("timings")[-1]["evidence"]
+        assert set(evidence) <= set(EVIDENCE) and ("turn" in evidence) == (
+            "turn_model" in timings), (evidence, timings)
+        assert all(0.0 <= v <= 1.0 for v in evidence.values()), evidence
         # the agent's audio is speech: the project's own ASR hears the answer's words in it
         heard = transcribe(agent_engines, peer.received.audio_pcm())
         overlap = set(_words(heard)) & set(_words(answer))

@@ -11,7 +11,15 @@ import pytest
 
 from rtc_server.config_toml import merged_toml
 from testkit.conversation import Schedule, merge, split
-from testkit.marks import END_OF_TURN, end_of_turn_ms, slowest_steps, stage_steps, stage_values
+from testkit.marks import (
+    END_OF_TURN,
+    end_bound,
+    end_of_turn_ms,
+    hearing_note,
+    slowest_steps,
+    stage_steps,
+    stage_values,
+)
 from testkit.utilisation import (
     CLOCK_TICKS,
     CpuTimes,
@@ -165,3 +173,19 @@ def test_the_slowest_tenth_against_the_rest() -> None:
     assert table["speech queue (chunk -> TTS starts)"] == (180.0, 5.0)
     assert table["end of turn (after the voice)"] == (210.0, 200.0)
     assert slowest_steps([])[1:] == (0, [])
+
+
+def test_a_turn_s_hearing_note_says_what_held_it_and_on_what_evidence() -> None:
+    """The latest hearing mark before the endpoint is what the end of turn waited for (the
+    long limit where the verdict asked for no silence); the note adds the verdict's
+    evidence as the `timings` event carries it."""
+    marks = {"voice_end": -412.0, "turn_model": -210.0, "pause_text": -205.0,
+             "text_end": -96.0, "turn_asked": -180.0, "speech_end": 0.0}
+    assert end_bound(marks) == "text_end"
+    assert hearing_note(marks, {"turn": 0.9, "end": 0.75, "text_end": 0.97,
+                                "text_end_ahead": 0.0}) == (
+        "end of turn 412 ms (text_end; turn 0.9 end 0.75 text_end 0.97 text_end_ahead 0)")
+    limit = {"voice_end": -1500.0, "turn_model": -1290.0, "pause_text": -1280.0}
+    assert hearing_note(limit, {}) == "end of turn 1500 ms (limit)"
+    assert end_bound({"voice_end": -90.0, "early_end": -2.0, "turn_asked": -1.0}) == "early_end"
+    assert hearing_note({"speech_end": 0.0}, {"turn": 0.5}) == "no end of turn"

@@ -495,8 +495,12 @@ async def test_an_unsure_verdict_ends_the_turn_after_the_silence_it_asks_for(
     # What the end of turn waited for travels with the final (the benchmarks split it).
     marks = r.listener.finals[0].marks
     # (asked once; no text-end probe)
-    assert set(marks) == set(HEARING_MARKS) - {"turn_again", "text_end", "early_end"}
+    assert set(marks) == set(HEARING_MARKS) - {
+        "turn_again", "text_end_asked", "text_end", "early_end"}
     assert marks["pause"] <= min(marks["turn_model"], marks["pause_text"])
+    # ... and what its verdict was computed on: Smart Turn's 0.3, the final mark's probability.
+    evidence = r.listener.finals[0].evidence
+    assert evidence["turn"] == 0.3 and set(evidence) == {"turn", "end"}
     # The early decode ran (80 ms into the silence) before the pause; its text was reused.
     assert marks["decode_start"] <= marks["ahead_done"] <= marks["pause_text"]
 
@@ -538,6 +542,7 @@ async def test_the_turn_model_asked_again_with_more_silence_may_end_the_turn_soo
     assert model.sizes[1] == model.sizes[0] + int(0.1 * SR)
     marks = r.listener.finals[0].marks
     assert marks["pause"] <= marks["turn_model"] <= marks["turn_again"]
+    assert r.listener.finals[0].evidence["turn_again"] == 0.9
 
     same = FakeTurnModel([0.3, 0.2])
     slow = rig(rigs, ["What time is it?"], same, turn)
@@ -591,6 +596,12 @@ async def test_the_text_end_probe_moves_a_waiting_verdict_either_way(
     assert r.errors == (["text_end_failed"] if fail else [])
     if not fail:
         assert final.marks["pause_text"] <= final.marks["text_end"]
+        # read on the early decode's words (no early verdict said it was not needed)
+        assert final.marks["text_end_asked"] <= final.marks["text_end"]
+        assert final.evidence == {"turn": 0.9, "end": 0.75, "text_end": probe,
+                                  "text_end_ahead": 1.0}
+    else:
+        assert "text_end" not in final.evidence
 
 
 async def test_a_confident_verdict_never_waits_for_the_text_end_probe(rigs: list[Rig]) -> None:
@@ -659,7 +670,37 @@ async def test_speech_after_the_early_words_makes_the_probe_read_again(
     r.quiet(0.2)  # the pause after more words
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert text_end.texts == ["Explain that.", "Explain that to me again."]
-    assert r.listener.finals[0].reason == "complete"
+    final = r.listener.finals[0]
+    assert final.reason == "complete"
+    assert final.evidence["text_end_ahead"] == 1.0  # the second early decode's words
+
+
+class NoAheadStream(FakeStream):
+    """An early decode that did not run (its CPU share spent: `StreamingASR.decode_ahead`)."""
+
+    def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
+        self.ops.append(("ahead", rest.shape[0]))
+        return None
+
+
+async def test_without_early_words_the_pause_asks_the_probe(rigs: list[Rig]) -> None:
+    """No early decode, so no words to read ahead: the pause's verdict waits (final mark
+    0.75) and asks the probe on the pause's words; the final says it was asked there."""
+    text_end = FakeTextEnd(0.97)
+    rigs.append(Rig(FakeASR(lambda: NoAheadStream(["Explain what a mortgage is."], mark=0.75)),
+                    FakeTurnModel([0.9]), TurnConfig(text_end_threshold=0.95), VadConfig(),
+                    text_end))
+    r = rigs[-1]
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)  # the pause
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    final = r.listener.finals[0]
+    assert text_end.texts == ["Explain what a mortgage is."]
+    assert final.reason == "complete"
+    assert final.evidence == {"turn": 0.9, "end": 0.75, "text_end": 0.97,
+                              "text_end_ahead": 0.0}
+    assert final.marks["pause_text"] <= final.marks["text_end_asked"] <= final.marks["text_end"]
 
 
 async def test_the_silence_after_words_is_fed_without_partial_decodes(rigs: list[Rig]) -> None:

@@ -75,7 +75,8 @@ def test_events_become_rtvi_messages() -> None:
         TurnTimings(1, {"voice_end": -300.0, "turn_asked": 40.0, "speech_end": 0.0,
                         "first_audio_sent": 812.5}),
         AgentText(1, "", True), StateChanged("listening"),
-        TurnTimings(1, {"speech_end": 0.0, "first_audio_sent": 812.5}, stall_ms=0.0),
+        TurnTimings(1, {"speech_end": 0.0, "first_audio_sent": 812.5}, stall_ms=0.0,
+                    evidence={"turn": 0.9, "end": 0.75}),
         ErrorEvent("asr_failed", "boom"),
     ) for m in t.translate(e)]
     assert [m["type"] for m in out] == [
@@ -95,6 +96,7 @@ def test_events_become_rtvi_messages() -> None:
     assert first["ttfb"] == [{"processor": "speech_end", "value": 0.0},
                              {"processor": "first_audio_sent", "value": 0.8125}]
     assert "ttfb" not in complete and complete["rtc_avatar"]["stall_ms"] == 0.0
+    assert complete["rtc_avatar"]["evidence"] == {"turn": 0.9, "end": 0.75}
     assert out[-1]["data"] == {"error": "asr_failed: boom", "fatal": False}
 
 

@@ -1,7 +1,8 @@
 """The text-end probe (engines/turn/text_end.py) on a chat engine's own hidden states.
 
-The forward runs on the engine's decode thread (the thread that owns the model and, on a GPU,
-its CUDA context), between answers: awaited here, it never blocks the event loop.
+The forward runs on the engine's own probe thread (`last_hidden_state`: one eager forward
+without a cache, beside the answers' decoding rather than behind it): awaited here, it never
+blocks the event loop.
 """
 
 from __future__ import annotations

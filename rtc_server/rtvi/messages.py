@@ -226,6 +226,7 @@ class Translator:
         data: dict[str, Any] = {"rtc_avatar": {
             "turn_id": event.turn_id, "marks_ms": event.marks_ms,
             "barge_in_ms": event.barge_in_ms, "stall_ms": event.stall_ms,
+            "evidence": event.evidence,
         }}
         if event.turn_id not in self._timed:  # the complete marks come again at the end
             self._timed.add(event.turn_id)
