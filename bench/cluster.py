@@ -109,11 +109,12 @@ from testkit.conversation import (  # noqa: E402
     speech_of,
     talk,
 )
-from testkit.marks import slowest_steps  # noqa: E402
+from testkit.marks import SLOW_END_MS, hearing_note, slow_ends, slowest_steps  # noqa: E402
 from testkit.utilisation import Sampler, summary_rows  # noqa: E402
 
 log = logging.getLogger("bench")
 SECRET = "bench-cluster-secret"
+SHOWN_SLOW_ENDS = 8  # of the ends of turn over SLOW_END_MS, the slowest listed with evidence
 START_MARGIN_S = 1.0  # from the barrier to t0: every process has the schedule by then
 
 
@@ -339,6 +340,12 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         lines += ["", *_table((f"where the slowest tenth's time goes ({n} answers at >= "
                                f"{threshold:.0f} ms), median ms", "slowest", "the rest"),
                               [(name, f"{a:.0f}", f"{b:.0f}") for name, a, b in steps])]
+    late = slow_ends(results["answers"])
+    if late:
+        lines += ["", f"Ends of turn over {SLOW_END_MS} ms ({len(late)}; the slowest "
+                  f"{min(len(late), SHOWN_SLOW_ENDS)} shown): " + "; ".join(
+                      f"{a['question']!r} {hearing_note(a['marks_ms'], a.get('evidence', {}))}"
+                      for a in late[:SHOWN_SLOW_ENDS]) + "."]
     if args.forced_answers:
         lines += ["", "LLM: random weights, timing-equivalent decoding (every step runs the "
                   f"model; the words said are {args.forced_answers}'s)."]

@@ -80,7 +80,13 @@ from testkit.agent import (  # noqa: E402
     best_lag,
     video_timeline,
 )
-from testkit.marks import end_bound, end_of_turn_ms, hearing_note  # noqa: E402
+from testkit.marks import (  # noqa: E402
+    SLOW_END_MS,
+    end_bound,
+    end_of_turn_ms,
+    hearing_note,
+    slow_ends,
+)
 from testkit.pauses import (  # noqa: E402
     COMPLETE_QUESTIONS,
     PAUSE_QUESTIONS,
@@ -95,7 +101,6 @@ QUESTIONS = COMPLETE_QUESTIONS
 LEAD_S = 0.6
 QUIET_RMS = 150.0
 Result = dict[str, Any]  # one question's raw record, as written to --json
-SLOW_END_MS = 300  # an end of turn past this is listed with its evidence
 Voice = tuple[Engine, str | None]  # the asking voice: testkit.speech engine, its voice
 
 
@@ -294,7 +299,7 @@ def rows(
     notes.append("The end of turn waited last for: " + ", ".join(
         f"{name} {n}" for name, n in bound.most_common()) + " (turn_asked: the silence the "
         "verdict asked for; pause_text / turn_model: that evidence; limit: max_silence_ms).")
-    slow = [r for r in results if -float(r["marks_ms"].get("voice_end", 0.0)) > SLOW_END_MS]
+    slow = slow_ends(results)
     if slow:
         notes.append(f"Ended over {SLOW_END_MS} ms after the voice: " + "; ".join(
             f"{r['heard'] or r['question']!r} "

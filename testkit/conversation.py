@@ -62,9 +62,9 @@ def question_of(session: int, k: int) -> str:
 
 async def ask(
     peer: LoopbackPeer, question: str, timeout_s: float
-) -> tuple[float, dict[str, float]]:
-    """Say `question`, wait for the whole answer: voice-to-voice in seconds (nan if none heard)
-    and the turn's last `timings` marks (empty if none came)."""
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Say `question`, wait for the whole answer: voice-to-voice in seconds (nan if none heard),
+    the turn's last `timings` marks and its end of turn's evidence (empty if none came)."""
     speech = speech_of(question)
     events = peer.received.events
     start = len(events)
@@ -81,9 +81,11 @@ async def ask(
     await peer.wait_event(since(after + 1, "listening"), timeout_s)  # the answer is over
     timings = [e for e in events[start:] if e.get("type") == "timings"]
     marks = {k: float(v) for k, v in timings[-1]["marks_ms"].items()} if timings else {}
+    evidence = {k: float(v) for k, v in timings[-1].get("evidence", {}).items()} if timings else {}
     a_t, rms = audio_timeline(peer.received)
     loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
-    return (float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")), marks
+    v2v = float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")
+    return v2v, marks, evidence
 
 
 def fps_of(arrivals: list[float], start: float, end: float) -> tuple[float, float]:
@@ -116,12 +118,13 @@ async def session_talk(
         question = question_of(session, k)
         asked_at = time.time()
         try:
-            v2v, marks = await ask(peer, question, timeout_s)
+            v2v, marks, evidence = await ask(peer, question, timeout_s)
         except TimeoutError:  # counted as not answered in time; the session goes on
             log.warning("no complete answer within %.0f s: %r", timeout_s, question)
-            v2v, marks = float("nan"), {}
+            v2v, marks, evidence = float("nan"), {}, {}
         out.append({"session": session, "round": k, "question": question, "v2v_s": v2v,
-                    "marks_ms": marks, "late_s": late_s, "asked_at": asked_at})
+                    "marks_ms": marks, "evidence": evidence, "late_s": late_s,
+                    "asked_at": asked_at})
     return out
 
 

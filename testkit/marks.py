@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rtc_server.events import HEARING_MARKS
 from rtc_server.turn import STAGES as TURN_STAGES
@@ -19,6 +20,7 @@ from rtc_server.turn import STAGES as TURN_STAGES
 STAGES = tuple(s for s in TURN_STAGES if s not in ("voice_end", "speech_end"))
 END_OF_TURN = "end of turn (endpoint after the end of the voice), ms"
 Marks = Mapping[str, float]
+SLOW_END_MS = 300  # an end of turn past this is listed with its evidence (the benchmarks)
 
 
 def end_of_turn_ms(marks: Sequence[Marks]) -> list[float]:
@@ -111,3 +113,12 @@ def hearing_note(marks: Marks, evidence: Mapping[str, float]) -> str:
     found = " ".join(f"{k} {v:g}" for k, v in evidence.items())
     return (f"end of turn {-float(marks['voice_end']):.0f} ms ({end_bound(marks)}"
             f"{'; ' + found if found else ''})")
+
+
+def slow_ends(answers: Sequence[Mapping[str, Any]],
+              over_ms: float = SLOW_END_MS) -> list[Mapping[str, Any]]:
+    """The answers (records with `marks_ms`) whose end of turn was over `over_ms`, the
+    slowest first."""
+    ends = [(-float(a["marks_ms"]["voice_end"]), i) for i, a in enumerate(answers)
+            if "voice_end" in a["marks_ms"]]
+    return [answers[i] for end, i in sorted(ends, reverse=True) if end > over_ms]

@@ -16,6 +16,7 @@ from testkit.marks import (
     end_bound,
     end_of_turn_ms,
     hearing_note,
+    slow_ends,
     slowest_steps,
     stage_steps,
     stage_values,
@@ -189,3 +190,10 @@ def test_a_turn_s_hearing_note_says_what_held_it_and_on_what_evidence() -> None:
     assert hearing_note(limit, {}) == "end of turn 1500 ms (limit)"
     assert end_bound({"voice_end": -90.0, "early_end": -2.0, "turn_asked": -1.0}) == "early_end"
     assert hearing_note({"speech_end": 0.0}, {"turn": 0.5}) == "no end of turn"
+
+
+def test_slow_ends_are_the_turns_over_the_bound_slowest_first() -> None:
+    answers = [{"marks_ms": {"voice_end": -250.0}}, {"marks_ms": {"voice_end": -1200.0}},
+               {"marks_ms": {}}, {"marks_ms": {"voice_end": -480.0}}]
+    assert slow_ends(answers) == [answers[1], answers[3]]
+    assert slow_ends(answers, over_ms=1200.0) == []
