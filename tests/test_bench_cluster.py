@@ -193,7 +193,8 @@ def test_a_turn_s_hearing_note_says_what_held_it_and_on_what_evidence() -> None:
 
 
 def test_slow_ends_are_the_turns_over_the_bound_slowest_first() -> None:
-    answers = [{"marks_ms": {"voice_end": -250.0}}, {"marks_ms": {"voice_end": -1200.0}},
-               {"marks_ms": {}}, {"marks_ms": {"voice_end": -480.0}}]
+    answers: list[dict[str, dict[str, float]]] = [
+        {"marks_ms": {"voice_end": -250.0}}, {"marks_ms": {"voice_end": -1200.0}},
+        {"marks_ms": {}}, {"marks_ms": {"voice_end": -480.0}}]
     assert slow_ends(answers) == [answers[1], answers[3]]
     assert slow_ends(answers, over_ms=1200.0) == []
