@@ -56,6 +56,7 @@ from engines.llm.cuda_graphs import GraphDecoder, Sampling, buckets_for
 from engines.llm.decode_thread import YIELD, DecodeThread, Yield
 from engines.llm.errors import InvalidInputError, LLMError, ModelLoadError
 from engines.llm.forced import ForcedAnswers
+from engines.llm.hidden_graphs import HiddenStateGraphs
 from engines.llm.history import fit_history
 from engines.llm.model_files import resolve_hf_dir
 from engines.llm.placement import (
@@ -146,6 +147,8 @@ class TransformersLLM:
         # the speaking threads' priority, not the CPU decode's (common/cpu_priority.py).
         self._thread = DecodeThread("llm-decode", SPEAKING if placement.on_cuda else THINKING)
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="llm-text-end")
+        self._cuda_graphs = cuda_graphs  # the probe's forward captured too (on CUDA)
+        self._hidden_graphs: HiddenStateGraphs | None = None  # set by prepare_hidden_states
         try:
             self._thread.call(
                 lambda: self._load(model_dir, placement, precision, threads, cuda_graphs)
@@ -309,12 +312,34 @@ class TransformersLLM:
         answer the pause had already started (~0.5 s on the H200)."""
         return self._probe_thread.submit(lambda: self._last_hidden(prompt))
 
-    def _last_hidden(self, prompt: str) -> np.ndarray:
-        import torch
+    def prepare_hidden_states(self, sample: str) -> Future[None]:
+        """On CUDA with `cuda_graphs`: capture the probe's forward per prompt-length bucket
+        (engines/llm/hidden_graphs.py; checked against the eager forward on `sample`), on
+        the probe's thread. Elsewhere nothing: the eager forward."""
+        return self._probe_thread.submit(lambda: self._capture_hidden(sample))
 
+    def _capture_hidden(self, sample: str) -> None:
+        if not (self._cuda_graphs and self.model.device.type == "cuda"):
+            return
+        ids = self.tokenizer.encode(sample, add_special_tokens=False)
+        graphs = HiddenStateGraphs(self.model)
+        graphs.capture(ids, lambda: self._eager_hidden(ids))
+        if graphs.captured:
+            self._hidden_graphs = graphs
+
+    def _last_hidden(self, prompt: str) -> np.ndarray:
         ids = self.tokenizer.encode(prompt, add_special_tokens=False)
         if not ids:
             raise InvalidInputError("an empty prompt has no hidden state")
+        if self._hidden_graphs is not None:
+            hidden = self._hidden_graphs.padded(ids)
+            if hidden is not None:
+                return hidden
+        return self._eager_hidden(ids)
+
+    def _eager_hidden(self, ids: list[int]) -> np.ndarray:
+        import torch
+
         tokens = torch.tensor([ids], device=self.model.device)
         with torch.inference_mode():
             out = self.model.model(input_ids=tokens, use_cache=False)

@@ -1,8 +1,9 @@
 """The text-end probe (engines/turn/text_end.py) on a chat engine's own hidden states.
 
-The forward runs on the engine's own probe thread (`last_hidden_state`: one eager forward
-without a cache, beside the answers' decoding rather than behind it): awaited here, it never
-blocks the event loop.
+The forward runs on the engine's own probe thread (`last_hidden_state`: one forward without a
+cache, beside the answers' decoding rather than behind it; on CUDA a captured graph per
+prompt-length bucket, `prepare_hidden_states`, engines/llm/hidden_graphs.py): awaited here,
+it never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from engines.turn.text_end import (
 )
 
 logger = logging.getLogger(__name__)
+SAMPLE = "Could you tell me how long it takes to boil an egg"  # a capture check's words
 
 
 class HiddenStates(Protocol):
@@ -67,4 +69,7 @@ def load_text_end(llm: object, path: Path = PROBE_FILE) -> LlmTextEnd | None:
         logger.warning("[turn] text_end: the chat model's weights are not the ones the probe "
                        "was trained on (%s); the end of turn goes without it", path.name)
         return None
+    prepare = getattr(llm, "prepare_hidden_states", None)
+    if prepare is not None:  # the forward captured where the engine can (CUDA graphs)
+        prepare(HEAD + SAMPLE).result()
     return LlmTextEnd(llm, probe)

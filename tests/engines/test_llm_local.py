@@ -164,4 +164,6 @@ async def test_hidden_states_are_the_models_own_and_other_weights_get_no_probe(
     a, b, c = state("What time is it"), state("What time is it"), state("What time is")
     assert a.shape == (llm.model.config.hidden_size,)
     assert np.array_equal(a, b) and not np.allclose(a, c)
+    llm.prepare_hidden_states(HEAD + "What time is it").result(timeout=60)
+    assert llm._hidden_graphs is None  # the CPU: the plain forward, no padding
     assert load_text_end(llm) is None

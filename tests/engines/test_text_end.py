@@ -14,7 +14,7 @@ import pytest
 
 from engines.asr.base import PauseText
 from engines.llm.base import LLMWrapper
-from engines.llm.text_end import load_text_end
+from engines.llm.text_end import SAMPLE, load_text_end
 from engines.turn import TurnConfig
 from engines.turn.errors import InvalidInputError, InvalidTurnConfigError, TurnModelLoadError
 from engines.turn.policy import complete_after_ms, text_end_matters
@@ -101,6 +101,19 @@ async def test_the_engine_reads_the_words_and_other_weights_get_no_probe(
     assert engine.prompts == [HEAD + "Explain what a mortgage is"]
     assert await text_end.probability(" ? ") == 0.0  # no words: nothing asked
     assert len(engine.prompts) == 1
+
+    class Capturing(FakeEngine):
+        """An engine that can capture its forward (CUDA graphs): asked once, at load."""
+
+        def prepare_hidden_states(self, sample: str) -> Future[None]:
+            self.prompts.append(sample)
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+
+    capturing = Capturing(np.array([3.0, 0.0, 0.0, 0.0]), p.fingerprint)
+    assert load_text_end(capturing, tmp_path / "p.npz") is not None
+    assert capturing.prompts == [HEAD + SAMPLE]
 
     other = FakeEngine(np.zeros(HIDDEN), p.fingerprint + 0.5)  # random weights, say
     assert load_text_end(other, tmp_path / "p.npz") is None
