@@ -2,13 +2,16 @@
 and while answers decode, as at a pause whose answer the early decode already started.
 
     python3 bench/gpu_text_end.py --model DIR|bundled-name [--device cuda] [--batch-streams 4]
-        [--rounds 20] [--forced-answers bench/gpu_answers.json]
+        [--rounds 20] [--forced-answers bench/gpu_answers.json] [--probe-graphs on|off]
 
 Per arm, the forward's latency p50 / p95 (ms, from the ask to the state in hand): `idle` (no
 answer decoding) and `beside answers` (asked 20 ms into a burst of `--streams` answers).
 With `--forced-answers` the answers of the `beside` arm must be word for word those of a burst
 without probes: the forward on its own thread leaves the decode (its CUDA graphs, its cache)
-alone; a difference exits 1. On the CPU it is a smoke test of the same code.
+alone; a difference exits 1. `--probe-graphs on` (the default, as the server does where
+the probe loads) captures the forward per prompt length first (engines/llm/hidden_graphs.py;
+CUDA only), `off` keeps it eager: the A/B of the capture. On the CPU it is a smoke test of
+the same code.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from bench.stats import pct, publish  # noqa: E402
 from engines.llm import ChatMessage  # noqa: E402
 from engines.llm.local import TransformersLLM  # noqa: E402
 from engines.llm.prompt import PromptBuilder  # noqa: E402
+from engines.llm.text_end import SAMPLE  # noqa: E402
 from engines.turn.text_end import HEAD  # noqa: E402
 
 WORDS = ("Explain what a mortgage is", "Could you tell me", "Where does the Amazon river end",
@@ -63,6 +67,8 @@ async def run(args: argparse.Namespace, questions: list[str]) -> tuple[dict[str,
                           prompt=PromptBuilder.for_persona("companion", "Ava"),
                           forced_answers=args.forced_answers, batch_streams=args.batch_streams)
     try:
+        if args.probe_graphs == "on":
+            llm.prepare_hidden_states(HEAD + SAMPLE).result()
         for words in WORDS:  # warm: the first forward pays the kernels' set-up
             await probe_ms(llm, words)
         idle = [await probe_ms(llm, WORDS[r % len(WORDS)]) for r in range(args.rounds)]
@@ -87,6 +93,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=60)
     parser.add_argument("--forced-answers", default=None)
+    parser.add_argument("--probe-graphs", default="on", choices=("on", "off"),
+                        help="capture the probe's forward first (CUDA; the server's way)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     questions = ([str(i["question"]) for i in json.loads(Path(args.forced_answers).read_text())]
