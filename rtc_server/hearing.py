@@ -141,7 +141,7 @@ class _Pause:
 
 
 _Op = tuple[str, int, object]
-_Read = tuple[float | Exception, float]  # the probe's probability (or failure), asked when
+_Read = tuple[float | Exception, float]  # the probe's probability or failure; when it was asked
 _FEEDS = ("feed", "quiet")  # audio for the stream; "quiet": silence, no partial decode there
 
 
