@@ -12,9 +12,12 @@ How: the prompt's tokens are padded on the right to the bucket's length and run 
 explicit causal mask (each position sees itself and those before it), so the hidden state at
 the last real token is the unpadded forward's: the pads come after it and are never seen
 (checked on the CPU against the plain forward, tests/engines/test_llm_hidden_graphs.py). No
-KV cache: nothing an answer reuses is touched. The graphs have their own memory pool (they
-replay on the probe's thread while the decode thread replays its own). Longer prompts than
-the largest bucket, and the CPU, take the plain eager forward.
+KV cache: nothing an answer reuses is touched. The graphs have their own memory pool and, on
+CUDA, their own stream (they replay on the probe's thread while the decode thread replays its
+own on the default stream: on that one the probe queued behind the answers' steps, Whisper's
+and piper's graphs), and the probe's thread waits for the state asleep
+(engines/device_wait.py). Longer prompts than the largest bucket, and the CPU, take the plain
+eager forward.
 
 Capture is checked before use: the graph's hidden state for a sample prompt must point the
 way the eager forward's does (cosine >= `MIN_COSINE`); a capture that fails or disagrees
@@ -23,6 +26,7 @@ leaves the eager forward, with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -30,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from engines.device_wait import wait_for_device
 from engines.llm.cuda_graphs import capture_graph
 from engines.progress import load_step
 
@@ -62,6 +67,9 @@ class HiddenStateGraphs:
         self._last = torch.zeros(1, dtype=torch.long, device=self.device)  # the last real token
         hidden = int(model.config.get_text_config(decoder=True).hidden_size)
         self._out = torch.zeros(hidden, dtype=torch.float32, device=self.device)
+        on_cuda = self.device.type == "cuda"
+        self._stream = torch.cuda.Stream(self.device) if on_cuda else None
+        self._host = torch.zeros(hidden, dtype=torch.float32, pin_memory=on_cuda)
         self._graphs: dict[int, Any] = {}
 
     @property
@@ -81,7 +89,9 @@ class HiddenStateGraphs:
         if not n or not ids:
             return None
         torch = self._torch
-        with torch.inference_mode():
+        stream = self._stream
+        with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None
+                                      else contextlib.nullcontext()):
             self._ids[n].zero_()
             self._ids[n][0, : len(ids)].copy_(torch.tensor(list(ids), dtype=torch.long))
             self._last.fill_(len(ids) - 1)
@@ -90,7 +100,10 @@ class HiddenStateGraphs:
                 graph.replay()
             else:
                 self._forward(n)
-            return np.asarray(self._out.cpu().numpy()).copy()
+            self._host.copy_(self._out, non_blocking=stream is not None)
+            if stream is not None:
+                wait_for_device(torch, self.device)
+            return np.array(self._host.numpy())
 
     def capture(self, sample: Sequence[int], eager: Callable[[], np.ndarray]) -> None:
         """Capture every bucket (CUDA only), then check the one `sample` falls in against
