@@ -1,12 +1,12 @@
 """The text-end probe's forward (the model's last hidden state at a prompt's last token) as
 one captured CUDA graph per prompt-length bucket.
 
-Why: eager, that forward is a few hundred kernel launches and module calls in Python (24 ms
-alone on the H200, `bench/gpu_text_end.py`; an eager prefill costs ~60 ms of Python and
-launches there whatever its length, engines/llm/cuda_graphs.py). Live, beside the answer the
-early decode had started, Whisper, piper's flow and the face, the probe's answer came ~150-200
-ms after it was asked (bench/RESULTS.md, gpu, eighteenth session), and a turn that waits for it
-waits that long. A replay is one launch.
+Why: eager, that forward is a few hundred kernel launches and module calls in Python, queued
+on the default stream behind whatever else runs there: on the H200 35 / 57 ms (p50, idle /
+beside 3 answers decoding) against 5.0 / 6.5 captured on its own stream
+(`bench/gpu_text_end.py --probe-graphs on|off`). Live, eager, 2-4 held-out turns in 20 waited
+0.46-0.55 s for the probe's answer; captured, every probe read on the early words was in
+before the pause (bench/RESULTS.md, gpu, eighteenth and nineteenth sessions).
 
 How: the prompt's tokens are padded on the right to the bucket's length and run with an
 explicit causal mask (each position sees itself and those before it), so the hidden state at
