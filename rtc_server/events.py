@@ -67,8 +67,10 @@ class AgentText:
 # the early decode's return (absent without one; a `pause_text` well after it means the pause
 # decoded again), the turn model's probability in, the pause's transcript in, the turn model's
 # second probability in (`[turn] recheck_ms`; absent when not asked again), the text-end
-# probe asked (on the early decode's words or the pause's) and its answer in (`[turn]
-# text_end_threshold`; absent when not asked), and the end of the silence
+# probe asked (on the early decode's words or the pause's) and its answer taken into the
+# verdict (`[turn] text_end_threshold`; absent when not asked: an answer read on the early
+# words is taken in with the pause's transcript, however much sooner its forward finished),
+# and the end of the silence
 # the verdict asked for (voice end + `complete_after_ms`, the soonest of them;
 # absent when it asked for the long limit); `early_end`: the turn ended at the early decode,
 # before any pause (`[turn] early_end_confidence`). They say what the end of turn waited for;
