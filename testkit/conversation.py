@@ -80,8 +80,9 @@ async def ask(
     after = next(i for i, e in enumerate(events) if e is speaking)
     await peer.wait_event(since(after + 1, "listening"), timeout_s)  # the answer is over
     timings = [e for e in events[start:] if e.get("type") == "timings"]
-    marks = {k: float(v) for k, v in timings[-1]["marks_ms"].items()} if timings else {}
-    evidence = {k: float(v) for k, v in timings[-1].get("evidence", {}).items()} if timings else {}
+    last = timings[-1] if timings else {"marks_ms": {}}
+    marks = {k: float(v) for k, v in last["marks_ms"].items()}
+    evidence = {k: float(v) for k, v in last.get("evidence", {}).items()}
     a_t, rms = audio_timeline(peer.received)
     loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
     v2v = float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")
