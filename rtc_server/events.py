@@ -83,8 +83,10 @@ HEARING_MARKS = (
 # Smart Turn's probability ("turn") and its recheck's ("turn_again"), Whisper's probability
 # for the final mark ("end"; 0 where none was written), the text-end probe's ("text_end")
 # and 1 where its answer was the early decode's words' read, 0 where the pause asked
-# ("text_end_ahead"). Diagnostics for the benchmarks: which signal held a slow turn.
-EVIDENCE = ("turn", "turn_again", "end", "text_end", "text_end_ahead")
+# ("text_end_ahead"), and the speaker's learnt limit where it ended the turn before the
+# evidence did ("speaker_limit", ms of silence; engines/turn/speaker.py). Diagnostics for the
+# benchmarks: which signal held a slow turn.
+EVIDENCE = ("turn", "turn_again", "end", "text_end", "text_end_ahead", "speaker_limit")
 
 
 @dataclass(frozen=True)

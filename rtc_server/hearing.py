@@ -27,6 +27,9 @@ verdict that waits past the pause asks the text-end probe (the chat model's read
 pause's words, engines/llm/text_end.py), asked already on the early decode's words where the
 verdict may wait, so its answer is in at the pause; each new piece of evidence (the probe,
 the turn model's recheck) recomputes the verdict in one place (`_verdict`), sooner or later.
+With `speaker_floor_ms`, the speaker's own pauses so far (`engines/turn/speaker.py`) bound the
+wait whatever the evidence: a misheard question whose words look unfinished ends after this
+speaker's longest hesitation, not after the one limit made for every speaker.
 
 The listener learns, in order: speech start, voice duration (for barge-in), partials, the
 early decode's text while its silence lasts (`on_early_text`: the pause's text, most likely,
@@ -63,6 +66,7 @@ from engines.turn.policy import (
     sure_early,
     text_end_matters,
 )
+from engines.turn.speaker import SpeakerPauses
 from engines.turn.text_end import TextEnd, normalized
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
@@ -85,6 +89,9 @@ class Utterance:
     reason: str = "silence"  # "complete" (turn model), "silence" or "max_length"
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS reached, clock times
     evidence: dict[str, float] = field(default_factory=dict)  # events.EVIDENCE of the verdict
+    # The ASR's confidence in the words (`PauseText.confidence`, of the pause decode the final
+    # reused); None where the engine can't tell or the final was decoded anew
+    confidence: float | None = None
 
 
 class HearingListener(Protocol):
@@ -110,6 +117,7 @@ class _End:
     reason: str
     marks: dict[str, float]
     evidence: dict[str, float] = field(default_factory=dict)
+    longest_pause_ms: float = 0.0  # the longest silence the speaker spoke on after, in it
 
 
 @dataclass
@@ -125,6 +133,7 @@ class _Pause:
     again: tuple[float, float] | None = None  # the recheck's probability and its silence
     text_end: float | None = None  # the text-end probe's probability, once in
     text_end_ahead: bool = False  # ... read on the early decode's words
+    speaker_limit: float | None = None  # the speaker's learnt limit, where it ended the turn
     fired: bool = False  # the verdict ended the turn
     marks: dict[str, float] = field(default_factory=dict)  # HEARING_MARKS, clock times
 
@@ -133,7 +142,7 @@ class _Pause:
         found: dict[str, float | None] = {
             "turn": self.probability, "turn_again": None if self.again is None else self.again[0],
             "end": None if self.text is None else self.text.end_probability or 0.0,
-            "text_end": self.text_end,
+            "text_end": self.text_end, "speaker_limit": self.speaker_limit,
         }
         if self.text_end is not None:
             found["text_end_ahead"] = float(self.text_end_ahead)
@@ -186,6 +195,11 @@ class Hearing:
         self._text_end = text_end if self._turn.text_end_threshold else None
         max_silence = self._turn.max_silence_ms if self._model is not None else None
         self._endpointer = create_endpointer(vad, max_silence_ms=max_silence)
+        floor = self._turn.speaker_floor_ms
+        self._speaker = (SpeakerPauses(floor, self._turn.max_silence_ms)
+                         if max_silence is not None and floor else None)
+        self._longest_pause = 0.0  # in the current utterance (the speaker spoke on after it)
+        self._cut_at: float | None = None  # voice end (stream s) of a turn the limit ended
         self._clock = clock
         self._pools = pools
         self._tasks = tasks
@@ -229,7 +243,7 @@ class Hearing:
                                _Ahead(self._speech_frames, rest, self._early)))
             self._voice()
             pause = self._pause
-            if pause is not None and pause.after_ms is not None:
+            if pause is not None and pause.decided and not pause.fired:
                 self._decide(pause)  # the silence may have grown to what the evidence asks
 
     @property
@@ -248,6 +262,14 @@ class Hearing:
         if isinstance(event, events.SpeechStarted):
             self._utterance += 1
             self._paused, self._pause, self._early = False, None, None
+            self._longest_pause = 0.0
+            if self._cut_at is not None and self._speaker is not None:
+                silence_ms = (event.t - self._cut_at) * 1000
+                if silence_ms < self._speaker.ceiling_ms:  # they spoke on: a pause, not an end
+                    self._speaker.cut_off(silence_ms)
+                    logger.info("cut off by the speaker's limit: they spoke on after %.0f ms",
+                                silence_ms)
+            self._cut_at = None
             self._ahead.start(event.audio)
             self._onset_clock = self._stream_clock(event.t)
             self._put(("open", self._utterance, None))
@@ -265,12 +287,15 @@ class Hearing:
                 self._tasks.spawn(f"turn-check-{event.pause_id}", self._check(event, early))
         elif isinstance(event, events.SpeechResumed):
             self._paused, self._pause, self._early = False, None, None
+            self._longest_pause = max(self._longest_pause, event.silence_ms)
             self._speech_frames += 1
             self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
         elif isinstance(event, events.SpeechEnded):
             pause = self._pause
+            if pause is not None and pause.speaker_limit is not None:
+                self._cut_at = event.t
             self._ended(event, {} if pause is None else pause.marks,
                         {} if pause is None else pause.evidence())
 
@@ -278,7 +303,7 @@ class Hearing:
                evidence: dict[str, float]) -> None:
         self._paused, self._pause, self._early = False, None, None
         end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks,
-                   evidence)
+                   evidence, self._longest_pause)
         self._put(("finish", self._utterance, end))
 
     def _stream_clock(self, t: float) -> float:
@@ -391,8 +416,16 @@ class Hearing:
                     audio = recheck_window(self._endpointer.turn_audio(), silence, at)
                     self._tasks.spawn(f"turn-again-{pause.pause_id}",
                                       self._check_again(pause, audio, at))
-        if pause.after_ms is None or self._endpointer.trailing_silence_ms < pause.after_ms:
+        wait = pause.after_ms
+        limit = self._speaker.limit_ms() if self._speaker is not None else None
+        if limit is not None and (wait is None or limit < wait):
+            wait = limit  # silent longer than this speaker ever paused: whatever the words say
+        if wait is None or self._endpointer.trailing_silence_ms < wait:
             return
+        if wait is limit:
+            pause.speaker_limit = limit
+            logger.debug("pause %d: the speaker's limit (%.0f ms) ended it", pause.pause_id,
+                         limit)
         pause.after_ms, pause.fired = None, True
         ended = self._endpointer.verdict(pause.pause_id, True)
         if ended is not None:
@@ -535,12 +568,13 @@ class Hearing:
         current = 0
         ahead_started: float | None = None  # this silence run's early decode began (clock)
         ahead_done: float | None = None  # ... and returned (clock)
+        heard: PauseText | None = None  # this utterance's latest pause decode
         while True:
             kind, utterance, arg = await self._next()
             try:
                 if kind == "open":
                     stream = await loop.run_in_executor(pool, self._asr.open)
-                    current = utterance
+                    current, heard = utterance, None
                     continue
                 if stream is None or utterance != current:
                     continue
@@ -568,16 +602,20 @@ class Hearing:
                 elif kind == "pause":
                     assert isinstance(arg, int)
                     started = ahead_started or self._clock.time()
-                    paused = await loop.run_in_executor(pool, stream.pause)
+                    paused = heard = await loop.run_in_executor(pool, stream.pause)
                     self._paused_text(utterance, arg, paused, started, ahead_done)
                 elif kind == "finish":
                     assert isinstance(arg, _End)
                     final = await loop.run_in_executor(pool, stream.finish)
                     stream = None
+                    if self._speaker is not None and final.strip():
+                        self._speaker.heard(arg.longest_pause_ms)
+                    reused = heard is not None and heard.text.strip() == final.strip()
                     self._listener.on_final(Utterance(
                         utterance, final.strip(), arg.speech_end, arg.voice_end,
                         forced=arg.reason == "max_length", reason=arg.reason, marks=arg.marks,
                         evidence=arg.evidence,
+                        confidence=heard.confidence if reused and heard is not None else None,
                     ))
             except asyncio.CancelledError:
                 raise

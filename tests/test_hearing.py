@@ -789,3 +789,128 @@ async def test_speech_before_the_early_verdict_keeps_the_turn_open(rigs: list[Ri
     r.quiet(0.3)
     await asyncio.wait_for(r.listener.final.wait(), 3)
     assert "early_end" not in r.listener.finals[0].marks
+
+
+def speaker_rig(rigs: list[Rig], texts: list[str], turn: TurnConfig | None = None) -> Rig:
+    """A rig whose n-th utterance's stream says `texts[n]` (Smart Turn sure of every pause:
+    the words alone decide)."""
+    queue = iter(texts)
+
+    def stream() -> FakeStream:
+        return FakeStream([next(queue)])
+
+    rigs.append(Rig(FakeASR(stream), FakeTurnModel([0.9]), turn or TurnConfig(), VadConfig()))
+    return rigs[-1]
+
+
+async def settle_latest(r: Rig, pauses: int = 1) -> None:
+    """The latest utterance's `pauses`-th pause decoded and every turn-model call answered."""
+    model, utterances = r.model, len(r.listener.finals) + 1
+    assert model is not None
+    await until(lambda: len(r.asr.streams) >= utterances
+                and r.asr.streams[utterances - 1].pauses >= pauses
+                and model.answered == model.calls)
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def finals_now(r: Rig, count: int) -> None:
+    """What the loop has to run has run, and `count` utterances were final."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(r.listener.finals) == count
+
+
+async def fluent_question(r: Rig) -> None:
+    """An utterance that ends at its pause (a finished question), its final in."""
+    count = len(r.listener.finals)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await until(lambda: len(r.listener.finals) > count)
+    r.quiet(0.5)
+
+
+async def test_a_misheard_question_ends_after_the_speaker_s_own_pauses(
+    rigs: list[Rig]
+) -> None:
+    """Words that look unfinished ("What is the Amazon River and") wait for the long limit
+    from a speaker never heard; once the speaker was heard speaking without a pause, such a
+    turn ends after `speaker_floor_ms` of silence, and says which rule ended it."""
+    r = speaker_rig(rigs, ["What time is it?", "What is the Amazon River and"])
+    await fluent_question(r)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(0.4)  # 600 ms of silence
+    await finals_now(r, 1)
+    r.quiet(0.14)  # 740 ms: past the floor (700)
+    await until(lambda: len(r.listener.finals) == 2)
+    final = r.listener.finals[1]
+    assert final.text == "What is the Amazon River and" and final.reason == "complete"
+    assert final.evidence["speaker_limit"] == 700
+
+
+async def test_a_speaker_who_hesitated_gets_their_own_longer_limit(rigs: list[Rig]) -> None:
+    """A 600 ms pause inside an earlier turn: unfinished words now wait 1.5 x 600 + 250 ms."""
+    r = speaker_rig(rigs, ["I'd like to", "Tell me about"])
+    r.quiet(0.3)
+    r.say(0.8)
+    r.quiet(0.6)  # a hesitation inside the turn ...
+    r.say(0.8)  # ... and the speaker goes on
+    r.quiet(0.2)
+    await settle_latest(r, pauses=2)
+    r.quiet(1.4)  # the first utterance of a session: the ceiling (1500) ends it
+    await until(lambda: len(r.listener.finals) == 1)
+    assert r.listener.finals[0].reason == "silence"
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(0.9)  # 1.1 s of silence: still theirs (the limit is ~1.15 s)
+    await finals_now(r, 1)
+    r.quiet(0.12)
+    await until(lambda: len(r.listener.finals) == 2)
+    assert r.listener.finals[1].evidence["speaker_limit"] == pytest.approx(1150, abs=30)
+
+
+async def test_a_cut_off_teaches_the_limit_at_once(rigs: list[Rig]) -> None:
+    """The floor ended a turn and the speaker spoke on 900 ms after their voice stopped: the
+    next unfinished words wait the whole ceiling."""
+    r = speaker_rig(rigs, ["Hello there.", "I want to", "move money", "Could you tell me"])
+    await fluent_question(r)
+    r.say(0.8)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(0.54)  # the floor ends it: a cut-off, as it turns out
+    await until(lambda: len(r.listener.finals) == 2)
+    r.quiet(0.16)  # 900 ms after the voice
+    r.say(0.8)  # "... move money" (no final mark: only a limit ends it)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(1.4)
+    await until(lambda: len(r.listener.finals) == 3)
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(1.2)  # 1.4 s: the cut-off taught 1.5 x 900 + 250, over the ceiling
+    await finals_now(r, 3)
+    r.quiet(0.12)
+    await until(lambda: len(r.listener.finals) == 4)
+    assert r.listener.finals[3].reason == "silence"  # the endpointer's ceiling
+
+
+async def test_learning_off_keeps_the_one_long_limit(rigs: list[Rig]) -> None:
+    r = speaker_rig(rigs, ["What time is it?", "What is the Amazon River and"],
+                    TurnConfig(speaker_floor_ms=0))
+    await fluent_question(r)
+    r.say(1.0)
+    r.quiet(0.2)
+    await settle_latest(r)
+    r.quiet(1.2)
+    await finals_now(r, 1)
+    r.quiet(0.12)
+    await until(lambda: len(r.listener.finals) == 2)
+    assert r.listener.finals[1].reason == "silence"
+    assert "speaker_limit" not in r.listener.finals[1].evidence

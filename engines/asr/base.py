@@ -37,6 +37,9 @@ import numpy as np
 class PauseText:
     text: str
     end_probability: float | None = None  # a sentence ends here; None = the engine can't tell
+    # How sure the engine is of the words: Whisper's mean token probability (the exponent of
+    # its average log-probability), the least of the utterance's segments; None = can't tell
+    confidence: float | None = None
 
 
 class AsrStream(Protocol):

@@ -12,7 +12,10 @@ take no audio time: the verdict lands on the frame of the pause. Live, the endpo
 later by the model call (~26 ms) or, with the text check, by the pause decode.
 
 Used by the CLI (`python -m engines.asr`), `bench/asr.py` and the tests, so all three measure
-the same logic. An utterance still open when the audio ends is finished there.
+the same logic. An utterance still open when the audio ends is finished there. With
+`[turn] speaker_floor_ms`, the speaker's pauses are learnt as live (`engines/turn/speaker.py`):
+over the recording, or over several recordings of one speaker when the caller passes one
+`SpeakerPauses` to each `listen`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from engines.turn.policy import (
     rechecked_after_ms,
     sure_early,
 )
+from engines.turn.speaker import SpeakerPauses
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -51,6 +55,7 @@ class PauseCheck:
     complete: bool  # the verdict at the pause itself
     complete_after_ms: float | None = None  # the silence that ends the turn (None: the limit)
     recheck_probability: float | None = None  # the turn model's, asked again (`recheck_ms`)
+    speaker_limit_ms: float | None = None  # the speaker's learnt limit then (None: off)
 
 
 @dataclass
@@ -65,12 +70,15 @@ class HeardUtterance:
     pauses: list[PauseCheck] = field(default_factory=list)
     compute_s: float = 0.0  # wall time in the stream's calls (feed, pause, finish)
     partial_compute_s: float = 0.0  # wall time in the feed calls (the partials' decodes)
+    longest_pause_ms: float = 0.0  # the longest silence in it that the speaker spoke on after
+    by_speaker_limit: bool = False  # the speaker's learnt limit ended it, not the evidence
 
 
 class _Listener:
     def __init__(
         self, asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
         turn_model: TurnModel | None, on_event: Callable[[float, events.VadEvent], None] | None,
+        speaker: SpeakerPauses | None = None,
     ) -> None:
         self._asr = asr
         self._turn = turn
@@ -85,6 +93,8 @@ class _Listener:
         self._pause_ms = vad.pause_ms
         self._early: float | None = None  # the turn model's probability asked ahead
         self._due: tuple[int, float] | None = None  # (pause id, silence in ms that ends it)
+        self._speaker = speaker if turn_model is not None else None
+        self._by_speaker = False  # `_due` is the speaker's limit, not the evidence's verdict
         self.utterances: list[HeardUtterance] = []
 
     def push(self, frame: np.ndarray) -> None:
@@ -95,6 +105,7 @@ class _Listener:
             pause_id, after = self._due
             if self._endpointer.trailing_silence_ms >= after:
                 self._due = None
+                self.utterances[-1].by_speaker_limit = self._by_speaker
                 ended = self._endpointer.verdict(pause_id, True)
                 if ended is not None:
                     self._handle(ended, np.zeros(0, np.int16))
@@ -117,9 +128,12 @@ class _Listener:
     def close(self) -> None:
         if self._stream is not None:
             start = time.perf_counter()
-            self.utterances[-1].text = self._stream.finish().strip()
-            self.utterances[-1].compute_s += time.perf_counter() - start
+            utterance = self.utterances[-1]
+            utterance.text = self._stream.finish().strip()
+            utterance.compute_s += time.perf_counter() - start
             self._stream = None
+            if self._speaker is not None and utterance.text:
+                self._speaker.heard(utterance.longest_pause_ms)
 
     def _handle(self, event: events.VadEvent, frame: np.ndarray) -> None:
         now = self._endpointer.time
@@ -127,6 +141,11 @@ class _Listener:
             self._on_event(now, event)
         if isinstance(event, events.SpeechStarted):
             self.close()
+            last = self.utterances[-1] if self.utterances else None
+            if self._speaker is not None and last is not None and last.by_speaker_limit:
+                silence_ms = (event.t - last.voice_end) * 1000
+                if silence_ms < self._speaker.ceiling_ms:  # spoke on: it was a pause
+                    self._speaker.cut_off(silence_ms)
             self._stream, self._paused, self._early = self._asr.open(), False, None
             self._due = None
             self._ahead.start(event.audio)
@@ -138,6 +157,8 @@ class _Listener:
             self.close()
         elif isinstance(event, events.SpeechResumed):
             self._paused, self._early, self._due = False, None, None
+            utterance = self.utterances[-1]
+            utterance.longest_pause_ms = max(utterance.longest_pause_ms, event.silence_ms)
             self._feed(event.audio)  # the resumed speech from its onset
         elif isinstance(event, events.SpeechPaused):
             self._feed(frame, partial=False)
@@ -171,16 +192,19 @@ class _Listener:
             after = complete_after_ms(probability, paused, self._turn, self._pause_ms)
         silence_ms = self._endpointer.trailing_silence_ms
         complete = after is not None and silence_ms >= after
+        limit = self._speaker.limit_ms() if self._speaker is not None else None
         self.utterances[-1].pauses.append(PauseCheck(
             now, event.t, paused.text.strip(), paused.end_probability, probability, complete,
-            after,
+            after, speaker_limit_ms=limit,
         ))
         if after is not None and not complete:
-            self._due = (event.pause_id, after)
+            self._set_due(event.pause_id, after)
             assert probability is not None
             at = recheck_at_ms(probability, after, self._turn, self._pause_ms)
             if at is not None:
                 self._asked_again(event.pause_id, after, at)
+        elif after is None and probability is not None:
+            self._set_due(event.pause_id, None)  # no verdict: only the speaker's limit
         ended = self._endpointer.verdict(event.pause_id, complete)
         if ended is not None:
             self._handle(ended, np.zeros(0, np.int16))
@@ -210,7 +234,22 @@ class _Listener:
                                    self._pause_ms, at)
         if again is not None and again < after:
             check.complete_after_ms = again
-            self._due = (pause_id, again)
+            self._set_due(pause_id, again)
+
+    def _set_due(self, pause_id: int, after: float | None) -> None:
+        """The silence that ends this pause's turn: the evidence's verdict `after`, or the
+        speaker's learnt limit where that comes first (as `Hearing._decide` does live)."""
+        limit = self._speaker.limit_ms() if self._speaker is not None else None
+        self._by_speaker = limit is not None and (after is None or limit < after)
+        wait = limit if self._by_speaker else after
+        self._due = None if wait is None else (pause_id, wait)
+
+
+def speaker_pauses(turn: TurnConfig) -> SpeakerPauses | None:
+    """A new speaker's record for `listen`, as a session starts one (None: learning off)."""
+    if not turn.enabled or not turn.speaker_floor_ms:
+        return None
+    return SpeakerPauses(turn.speaker_floor_ms, turn.max_silence_ms)
 
 
 def listen(
@@ -221,13 +260,20 @@ def listen(
     turn: TurnConfig | None = None,
     turn_model: TurnModel | None = None,
     on_event: Callable[[float, events.VadEvent], None] | None = None,
+    speaker: SpeakerPauses | None = None,
 ) -> list[HeardUtterance]:
     """Every utterance in `audio` (16 kHz mono int16), with its text, pauses and timings.
 
     `on_event(stream_time, event)` sees each endpointer event as it happens (the CLI prints
     them). Without `turn_model` the end is the fixed hangover (`vad.end_silence_ms`).
+    `speaker`: the speaker's pauses so far, to go on learning them over several recordings
+    (`speaker_pauses(turn)` starts one); None: a new speaker for this recording, as a new
+    session has (`[turn] speaker_floor_ms = 0`: not learnt, `max_silence_ms` for all).
     """
-    listener = _Listener(asr, vad or VadConfig(), turn or TurnConfig(), turn_model, on_event)
+    turn = turn or TurnConfig()
+    if speaker is None:
+        speaker = speaker_pauses(turn)
+    listener = _Listener(asr, vad or VadConfig(), turn, turn_model, on_event, speaker)
     for i in range(0, audio.shape[0] - FRAME + 1, FRAME):
         listener.push(audio[i : i + FRAME])
     listener.close()

@@ -42,6 +42,11 @@ class TurnConfig:
     # chat engine with the weights the probe was trained on (else a warning, and off)
     text_end_threshold: float = 0.0
     max_silence_ms: int = 1500  # "incomplete" (or no verdict yet): end after this much silence
+    # Learn the speaker's pauses (speaker.py): once they were heard, a turn ends after their
+    # own longest pause inside a turn (x1.5 + 250 ms), never sooner than this much silence nor
+    # later than max_silence_ms, whatever the words say (a misheard question looks
+    # unfinished); 0 = off (max_silence_ms for everyone)
+    speaker_floor_ms: int = 700
     threads: int = 1  # onnxruntime intra-op threads per call (26 ms per call on one thread)
     # "torch": the same file's graph run in torch, its int8 rounding included
     # (engines/turn/smart_turn_torch.py), on `device` ("cpu", "cuda", "cuda:N", or "auto": a
@@ -66,6 +71,9 @@ class TurnConfig:
             raise InvalidTurnConfigError("sentence_end_span must be within (0, 1]")
         if not 100 <= self.max_silence_ms <= 10_000:
             raise InvalidTurnConfigError("max_silence_ms must be within 100..10000")
+        if not 0 <= self.speaker_floor_ms <= self.max_silence_ms:
+            raise InvalidTurnConfigError("speaker_floor_ms must be 0 (off) or within "
+                                         "1..max_silence_ms")
         if self.threads < 1:
             raise InvalidTurnConfigError("threads must be >= 1")
         if self.runtime not in RUNTIMES:

@@ -49,6 +49,7 @@ class SpeechResumed:
 
     t: float  # stream time (s) at the end of the frame that resumed
     audio: np.ndarray
+    silence_ms: float = 0.0  # the silence it ended (the speaker's pause inside the turn)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ Contract:
   one it is empty. `turn_audio()` is the same window at any moment inside an utterance.
 - Resume: speech after a reported pause -> `SpeechResumed(t, audio)`, `audio` from the
   frames that confirmed the speech (the last 60 ms, plus one frame) through the end of the
-  push. From then on that pause is stale.
+  push, and `silence_ms`, the silence it ended (the speaker's pause; `engines/turn/speaker.py`
+  learns from it). From then on that pause is stale.
 - End, without a turn model (`max_silence_ms=None`): `end_silence_ms` of silence ->
   `SpeechEnded(t=end of the last speech frame, reason="silence")`, today's fixed hangover.
 - End, with a turn model: the caller runs the model on the pause's audio (off the event loop)
@@ -201,8 +202,10 @@ class Endpointer:
         if not self._in_speech:
             return self._step_idle(voiced, frame_start)
         self._recent.append(voiced)
-        resumed = False
+        resumed, silence = False, 0
         if voiced and sum(self._recent) * 2 >= len(self._recent):
+            # The silence ran from the last speech frame to the voiced frames that ended it.
+            silence = self._samples_done - self._last_speech_end - sum(self._recent) * self._frame
             self._last_speech_end = self._samples_done
             resumed, self._paused = self._paused, False
         assert self._onset is not None
@@ -210,7 +213,8 @@ class Endpointer:
             return self._end(self._samples_done, "max_length")
         if resumed:
             logger.debug("speech resumed at %.2f s", self.time)
-            return SpeechResumed(t=self.time, audio=_EMPTY)
+            return SpeechResumed(t=self.time, audio=_EMPTY,
+                                 silence_ms=max(silence, 0) * 1000 / SAMPLE_RATE)
         silence_ms = (self._samples_done - self._last_speech_end) * 1000 / SAMPLE_RATE
         if not self._paused and silence_ms >= cfg.pause_ms:
             self._paused = True

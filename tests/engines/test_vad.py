@@ -92,6 +92,7 @@ def test_pause_shorter_than_hangover_keeps_the_utterance() -> None:
     assert t_resumed == pytest.approx(0.5 + 0.6 + 0.34 + 0.04, abs=0.021)  # 2 of 3 frames
     # the resumed speech from its onset (and a frame before), for a listener that paused
     assert isinstance(resumed, SpeechResumed)
+    assert resumed.silence_ms == pytest.approx(340, abs=21)  # the speaker's pause, measured
     onset = round(t_resumed * SR) - 4 * 320
     np.testing.assert_array_equal(resumed.audio, audio[onset : round(t_resumed * SR)])
     assert np.any(resumed.audio[: 3 * 320] == 0) and resumed.audio[-320:].all()
