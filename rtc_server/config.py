@@ -7,6 +7,7 @@ no file is needed. Example: `config.example.toml`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from engines.vad.config import VadConfig
 from rtc_server.cluster.config import ClusterConfig
 from rtc_server.dataconf import from_dict
 from rtc_server.errors import ConfigError
-from rtc_server.language import ConversationConfig, localize
+from rtc_server.language import ConversationConfig, chinese, speaking, unset
 from rtc_server.rtvi.config import EmbedConfig
 from signaling.turn_credentials import RelayConfig
 
@@ -162,6 +163,10 @@ class AgentConfig:
     lead_ms: int = 20
     # Said when a stage fails mid-turn (the LLM's own apology covers LLM failures).
     apology: str = "Sorry, something went wrong on my side. Could you say that again?"
+    # Words the ASR is less sure of than this (its mean token probability, `PauseText.
+    # confidence`) go to the model marked as perhaps misheard: it asks back briefly when they
+    # make no sense for its role, rather than answer them (agent.py); 0 = never
+    unsure_below: float = 0.0
 
     def __post_init__(self) -> None:
         if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms, self.max_sentences) < 0 or (
@@ -171,6 +176,8 @@ class AgentConfig:
                 "barge_in_min_ms, lead_ms, runway_ms and max_sentences must be >= 0, "
                 "max_new_tokens >= 1"
             )
+        if not 0.0 <= self.unsure_below < 1.0:
+            raise ValueError("unsure_below must be within [0, 1)")
         if self.false_interruption_max_ms < self.barge_in_min_ms:
             raise ValueError("false_interruption_max_ms must be >= barge_in_min_ms")
         if self.first_chunk_max_chars < 3:
@@ -227,6 +234,28 @@ class Config:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     # The conversation's language: "zh" switches ASR, persona, voice, phrases (language.py).
     conversation: ConversationConfig = field(default_factory=ConversationConfig)
+
+
+def localize(config: Config) -> Config:
+    """`config` with the conversation language's defaults (see rtc_server/language.py)."""
+    language = config.conversation.language
+    tts = speaking(config.tts, language)
+    if language == "en":
+        return dataclasses.replace(config, tts=tts)
+    asr, llm, agent = config.asr, config.llm, config.agent
+    if unset(asr, "language"):
+        asr = dataclasses.replace(asr, language="zh")
+    llm = dataclasses.replace(
+        llm, language="zh",
+        agent_name=chinese(llm, "agent_name", "agent_name"),
+        holding_phrase=chinese(llm, "holding_phrase", "holding_phrase"),
+        apology=chinese(llm, "apology", "llm_apology"),
+    )
+    agent = dataclasses.replace(
+        agent, greeting=chinese(agent, "greeting", "greeting"),
+        apology=chinese(agent, "apology", "apology"),
+    )
+    return dataclasses.replace(config, asr=asr, llm=llm, tts=tts, agent=agent)
 
 
 def load_config(path: str | Path | None = None) -> Config:

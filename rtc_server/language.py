@@ -1,8 +1,8 @@
 """The conversation's language: one key, `[conversation] language`, switches every stage.
 
-`localize(config)` returns the config with the language's defaults in every field that is
-still at its English default, so a TOML file sets `language = "zh"` and nothing else, and
-still may set any of these fields itself:
+`localize(config)` (`rtc_server.config`) returns the config with the language's defaults in
+every field that is still at its English default, so a TOML file sets `language = "zh"` and
+nothing else, and still may set any of these fields itself:
 
 - hearing: `[asr] language` (Whisper, Simplified output);
 - thinking: `[llm] language` (the personas and example knowledge files in Chinese,
@@ -14,19 +14,19 @@ still may set any of these fields itself:
 The chunker (Chinese punctuation), normalization (Chinese numerals, `engines.text.zh_numbers`)
 and the agent's backchannels and stop words follow the text itself and need no switch. A
 voice that cannot speak the language stops start-up, named.
+
+Here are the section, the Chinese defaults and the voice's rule; `localize` is with the whole
+config in `rtc_server.config`, which imports this module (never the reverse).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from engines.tts.config import TTSConfig
 from engines.tts.kokoro import DEFAULT_VOICES as KOKORO_VOICES
 from rtc_server.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rtc_server.config import Config
 
 LANGUAGES = ("en", "zh")
 _CHINESE = {
@@ -52,19 +52,19 @@ def _default(section: object, name: str) -> object:
     return next(f.default for f in dataclasses.fields(type(section)) if f.name == name)  # type: ignore[arg-type]
 
 
-def _unset(section: object, name: str) -> bool:
+def unset(section: object, name: str) -> bool:
+    """Whether the field is still at its default (the English one)."""
     return bool(getattr(section, name) == _default(section, name))
 
 
-def _zh(section: object, name: str, key: str) -> str:
+def chinese(section: object, name: str, key: str) -> str:
     """The field's value, or the Chinese default where it is at its English one."""
-    return _CHINESE[key] if _unset(section, name) else str(getattr(section, name))
+    return _CHINESE[key] if unset(section, name) else str(getattr(section, name))
 
 
-def localize(config: Config) -> Config:
-    """`config` with the conversation language's defaults (see the module docstring)."""
-    language = config.conversation.language
-    tts = config.tts
+def speaking(tts: TTSConfig, language: str) -> TTSConfig:
+    """`[tts]` for the language: Kokoro for Chinese where piper (or "auto") was asked for, and
+    Kokoro's default voice for the language; `ConfigError` for a voice that cannot speak it."""
     if language == "zh" and tts.engine in ("piper", "auto"):
         tts = dataclasses.replace(tts, engine="kokoro")
     if tts.engine == "kokoro" or tts.voice is not None:  # "auto" may become Kokoro
@@ -75,19 +75,4 @@ def localize(config: Config) -> Config:
                 f"{language!r} (Mandarin voices start with z, English ones with a or b)"
             )
         tts = dataclasses.replace(tts, voice=voice)
-    if language == "en":
-        return dataclasses.replace(config, tts=tts)
-    asr, llm, agent = config.asr, config.llm, config.agent
-    if _unset(asr, "language"):
-        asr = dataclasses.replace(asr, language="zh")
-    llm = dataclasses.replace(
-        llm, language="zh",
-        agent_name=_zh(llm, "agent_name", "agent_name"),
-        holding_phrase=_zh(llm, "holding_phrase", "holding_phrase"),
-        apology=_zh(llm, "apology", "llm_apology"),
-    )
-    agent = dataclasses.replace(
-        agent, greeting=_zh(agent, "greeting", "greeting"),
-        apology=_zh(agent, "apology", "apology"),
-    )
-    return dataclasses.replace(config, asr=asr, llm=llm, tts=tts, agent=agent)
+    return tts

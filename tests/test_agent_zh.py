@@ -15,9 +15,9 @@ import pytest
 from engines.asr.text import char_error_rate
 from engines.text.zh_numbers import has_cjk
 from engines.text.zh_script import to_simplified
-from rtc_server.config import Config
+from rtc_server.config import Config, localize
 from rtc_server.engine_set import Engines, load_engines
-from rtc_server.language import ConversationConfig, localize
+from rtc_server.language import ConversationConfig
 from testkit.agent import (
     MouthMeter,
     agent_config,

@@ -3,11 +3,13 @@
 Each module's imports (at module level, inside functions, under `TYPE_CHECKING`) are read with
 `ast` and checked against the table below, which is CONTRIBUTING's list, rule for rule. A new
 module is checked as soon as it exists; a rule that is changed here must change there too.
+The same imports, as a graph between our modules, must have no circles.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,8 @@ HTTP_MODULES = ("rtc_server/app.py", "rtc_server/page.py", "rtc_server/cluster/"
 # reaches it.
 TRAINING = ("engines.face.training", "engines.turn.training")
 TRAINING_DIR = ("engines/face/training/", "engines/turn/training/")
+# The packages whose modules never import in a circle (the product and the shared harness).
+ACYCLIC = (*PRODUCT, "testkit")
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,77 @@ def test_every_module_keeps_to_its_layer() -> None:
     assert ("rtc_server/app.py", "signaling.errors") in seen
     assert ("engines/face/training/data.py", "engines.face.training.visemes") in seen
     assert {i.module.split("/")[0] for i in found} == set(MAY_IMPORT)
+
+
+def module_name(path: str) -> str:
+    """`engines/asr/whisper.py` -> `engines.asr.whisper`; a package's `__init__.py` is the
+    package."""
+    return path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+def import_graph(imports: Iterable[Import], modules: set[str]) -> dict[str, dict[str, int]]:
+    """Which of `modules` each module imports, with the line of the first such import. Every
+    import is an edge: one inside a function or under `TYPE_CHECKING` still ties the two
+    modules (it only hides the circle until that code runs, or from the type checker)."""
+    graph: dict[str, dict[str, int]] = {module: {} for module in modules}
+    for imp in imports:
+        if imp.name in modules:
+            graph[module_name(imp.module)].setdefault(imp.name, imp.line)
+    return graph
+
+
+def reachable(graph: dict[str, dict[str, int]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others (itself only in a circle)."""
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    return seen
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components that are circles: the modules that each reach every
+    other, sorted (the tree is a few hundred modules, so the reach of each is cheap)."""
+    reach = {module: reachable(graph, module) for module in graph}
+    found = {
+        frozenset(other for other in reach[module] if module in reach[other])
+        for module in graph if module in reach[module]
+    }
+    return sorted(sorted(circle) for circle in found)
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    """Two modules that need each other share a lower module instead: imports go one way."""
+    found = [i for i in tree_imports() if i.module.split("/")[0] in ACYCLIC]
+    paths = [
+        path.relative_to(ROOT).as_posix()
+        for package in ACYCLIC for path in (ROOT / package).rglob("*.py")
+    ]
+    graph = import_graph(found, {module_name(path) for path in paths})
+    report = [
+        "circle: " + ", ".join(
+            f"{a} -> {b} (line {graph[a][b]})" for a in circle for b in circle if b in graph[a]
+        )
+        for circle in circles(graph)
+    ]
+    assert not report, "\n".join(report)
+    assert "engines.asr.whisper" in graph["engines.asr.streaming"]  # the graph saw the tree
+
+
+def test_a_circle_is_found_wherever_its_imports_stand() -> None:
+    """The checker itself: a lazy or type-only import that closes a circle is a circle."""
+    sources = {
+        "engines/x/a.py": "from engines.x.b import B",
+        "engines/x/b.py": "def f():\n    import engines.x.c",
+        "engines/x/c.py": "import typing\nif typing.TYPE_CHECKING:\n    import engines.x.a",
+        "engines/x/d.py": "from engines.x.a import A",
+    }
+    found = [imp for module, source in sources.items() for imp in imports_of(module, source)]
+    graph = import_graph(found, {module_name(module) for module in sources})
+    assert circles(graph) == [["engines.x.a", "engines.x.b", "engines.x.c"]]
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,8 @@ from engines.asr.config import AsrConfig
 from engines.asr.errors import StreamClosedError
 from engines.asr.gate import SpeechGate
 from engines.asr.text import join_pieces
-from engines.asr.whisper import WhisperRunner, load_runner
+from engines.asr.whisper import load_runner
+from engines.asr.whisper_runner import WhisperRunner
 
 logger = logging.getLogger(__name__)
 

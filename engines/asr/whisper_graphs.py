@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from engines.asr.torch_whisper import DecodeState, Generation, TorchWhisper
-from engines.asr.whisper import MAX_TEXT_POSITIONS
+from engines.asr.torch_whisper_model import DecodeState, Generation, TorchWhisper
+from engines.asr.whisper_runner import MAX_TEXT_POSITIONS
 from engines.device_wait import wait_for_device
 
 BLOCK = 4  # steps replayed before the host reads their tokens (an answer is ~10-30 tokens)

@@ -21,47 +21,12 @@ money must not vary) and, for `bank` and `tutor`, an example knowledge file ship
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from engines.llm.errors import InvalidInputError
+from engines.llm.persona_types import Persona, Templates
 
 KNOWLEDGE_DIR = Path(__file__).parent / "knowledge"
-
-
-@dataclass(frozen=True)
-class Persona:
-    role: str  # who the agent is, one paragraph
-    scope: str  # what "about the deployment" means for the facts rule
-    fallback: str  # the next step it offers when the facts are silent
-    temperature: float
-    example_knowledge: str | None  # file name in KNOWLEDGE_DIR
-    unknown: str  # said instead of a figure the facts do not hold (engines.llm.grounding)
-    known_figures_only: bool  # the default of `[llm] known_figures_only`
-    examples: tuple[tuple[str, str, str], ...] = ()  # (what the FACTS say, question, answer)
-    language: str = "en"  # the language of its texts (LANGUAGES)
-
-    @property
-    def reminder(self) -> str:
-        """The line that rides with every question when the deployment has facts."""
-        # The scope's first item ("the bank", "这家银行"): short, as the reminder is read
-        # with every question.
-        return templates(self.language).reminder.format(scope=re.split("[,，、]", self.scope)[0])
-
-
-@dataclass(frozen=True)
-class Templates:
-    """A language's shared prompt texts ({name}, {scope}, {fallback} filled in)."""
-
-    spoken: str
-    identity: str
-    grounding: str
-    no_facts: str
-    reminder: str
-    retrieved: str  # said when the facts come with each question
-    examples: str  # the heading of the worked examples
-    shot: str  # one worked example: {said}, {question}, {answer}
 
 
 LANGUAGES = ("en", "zh")
@@ -111,6 +76,7 @@ PERSONAS: dict[str, Persona] = {
         example_knowledge=None,
         unknown="Actually, I'm not sure about that.",
         known_figures_only=False,
+        templates=ENGLISH,
     ),
     "bank": Persona(
         role=(
@@ -131,6 +97,7 @@ PERSONAS: dict[str, Persona] = {
             "can look in the Help section of the app."
         ),
         known_figures_only=True,
+        templates=ENGLISH,
         examples=(
             ("the car park opens at 7:00", "When does your car park open?",
              "Our car park opens at 7:00."),
@@ -159,6 +126,7 @@ PERSONAS: dict[str, Persona] = {
             "Actually, I don't have that information. Please ask the teacher on the course page."
         ),
         known_figures_only=False,
+        templates=ENGLISH,
         examples=(
             ("the essay is due on Friday", "When is the essay due?", "The essay is due on Friday."),
             ("nothing about field trips", "Is there a field trip this term?",

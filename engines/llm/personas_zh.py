@@ -10,7 +10,7 @@ Chinese way, `engines.text.zh_numbers`) and Simplified characters only.
 
 from __future__ import annotations
 
-from engines.llm.personas import Persona, Templates
+from engines.llm.persona_types import Persona, Templates
 
 _SPOKEN = (
     "你正在一次实时语音通话中大声说话。请用简体中文回答，一到三句简短、自然的话。"
@@ -52,7 +52,7 @@ PERSONAS_ZH: dict[str, Persona] = {
         example_knowledge=None,
         unknown="其实，这个我不太确定。",
         known_figures_only=False,
-        language="zh",
+        templates=CHINESE,
     ),
     "bank": Persona(
         role=(
@@ -66,6 +66,7 @@ PERSONAS_ZH: dict[str, Persona] = {
         example_knowledge="bank.zh.md",
         unknown="抱歉，我没有这方面的信息。人工同事可以帮您处理，您也可以查看 App 里的帮助页面。",
         known_figures_only=True,
+        templates=CHINESE,
         examples=(
             ("停车场早上7点开门", "你们的停车场几点开门？", "我们的停车场早上7点开门。"),
             ("没有提到健身房", "你们的健身房多少钱？",
@@ -75,7 +76,6 @@ PERSONAS_ZH: dict[str, Persona] = {
             ("工作人员从不索要密码", "有人打电话问我要密码，是你们吗？",
              "不是，我们从不索要您的密码。请不要告诉任何人，并把这个电话告诉我们。"),
         ),
-        language="zh",
     ),
     "tutor": Persona(
         role=(
@@ -88,10 +88,10 @@ PERSONAS_ZH: dict[str, Persona] = {
         example_knowledge="tutor.zh.md",
         unknown="抱歉，我没有这方面的信息。请在课程页面上问问老师。",
         known_figures_only=False,
+        templates=CHINESE,
         examples=(
             ("论文周五截止", "论文什么时候交？", "论文周五截止。"),
             ("没有提到郊游", "这学期有郊游吗？", "我没有这方面的信息。请在课程页面上问问老师。"),
         ),
-        language="zh",
     ),
 }

@@ -23,7 +23,7 @@ from engines.asr import AsrConfig, create_asr
 from engines.asr.errors import InvalidAudioError, StreamClosedError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
 from engines.asr.text import normalize_words, trim_restart, word_error_rate
-from engines.asr.whisper import sentence_end_tokens, tokens_probability
+from engines.asr.whisper_runner import sentence_end_tokens, tokens_probability
 from testkit.speech import Engine, add_noise, synth
 
 SR = 16000

@@ -9,7 +9,7 @@ import pytest
 from engines.asr import AsrConfig
 from engines.asr.ahead import DecodeAhead
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
-from engines.asr.whisper import Decoded
+from engines.asr.whisper_runner import Decoded
 from engines.vad import VadConfig
 from engines.vad.errors import InvalidVadConfigError
 from testkit.speech import synth, voiced_bounds
