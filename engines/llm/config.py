@@ -81,6 +81,7 @@ class LLMConfig:
     answer_deadline_s: float = 12.0  # give up (apology) if the answer has not begun by then
     stall_timeout_s: float = 5.0  # end an answer whose next token does not come for this long
     holding_phrase: str = "Hmm, let me think about that."  # spoken at the deadline
+    # Said when the engine fails (or answers nothing) before the answer has begun
     apology: str = "Sorry, I'm having trouble answering right now. Could you say that again?"
     answer_cache: str | None = None  # JSON file of frequent questions and their answers
     answer_cache_threshold: float = 88.0  # rapidfuzz score (0..100) to accept a cached answer

@@ -31,8 +31,9 @@ class TTSConfig:
     # piper on onnxruntime's CUDA provider (needs onnxruntime-gpu; a start-up error without
     # it). Measured slower than the CPU on the H200 box (bench/RESULTS.md, gpu): not in a profile
     use_cuda: bool = False
-    threads: int = 1  # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest
-    # on shared cores and scales across concurrent sessions
+    # piper's onnxruntime threads per synthesis (0 = all cores); 1 is fastest on shared cores
+    # and scales across concurrent sessions
+    threads: int = 1
     # "torch": the piper voice's own graph run node by node in torch (engines/graph_torch.py)
     # on `device` ("cpu", "cuda", "cuda:N", or "auto": a GPU if torch sees one): measured
     # slower than the CPU on the H200. "split": its text side on onnxruntime (`threads`), its
