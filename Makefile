@@ -43,8 +43,8 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: browser tests will skip"; }
 
-# Pipecat's client SDKs for the embedding tests and benchmark (README, "Embedding in your
-# app"): the JS SDK example web_client/embed/app.js bundled by esbuild into
+# Pipecat's client SDKs for the embedding tests (docs/embedding.md): the JS SDK example
+# web_client/embed/app.js bundled by esbuild into
 # web_client/embed/bundle.js (npm ci from its lock file into .cache/pipecat-js), and the
 # prebuilt web client's static files (pip --no-deps: its FastAPI is never imported). Debian's
 # npm is installed as root when missing; without it (or the registries) those tests skip.
@@ -71,14 +71,15 @@ cluster-deps:
 	  || echo "redis-server/coturn not installed: cluster tests will skip"; }
 
 # A whole cluster on loopback: redis-server, coturn, the shared LLM server (llama_cpp.server,
-# built once from source, ~3 min), two workers and the gateway (README, "Scale-out").
+# built once from source, ~3 min), two workers and the gateway (docs/scale-out.md).
 cluster: setup cluster-deps
 	$(PY) -m pip install -q 'llama-cpp-python[server]==0.3.36'
 	$(PY) -m rtc_server.cluster $(ARGS)
 
-# The emulated slow machine of the benchmarks (bench/slow_machine.py, README "Hardware and
-# latency"): llama.cpp built without AVX-512 (AVX2/FMA/F16C on) beside the main venv, put
-# first on the server's PYTHONPATH by `--modes slow`. ~8 min on 2 cores; not needed to run.
+# The emulated slow machine of the benchmarks (bench/slow_machine.py,
+# docs/hardware-and-latency.md): llama.cpp built without AVX-512 (AVX2/FMA/F16C on) beside
+# the main venv, put first on the server's PYTHONPATH by `--modes slow`. ~8 min on 2 cores;
+# not needed to run.
 AVX2_LLAMA := .venv-avx2/site-packages
 slow-llama: setup
 	test -d $(AVX2_LLAMA)/llama_cpp || CMAKE_BUILD_PARALLEL_LEVEL=2 \
@@ -88,7 +89,7 @@ slow-llama: setup
 
 # Lint first (ruff, then mypy over the product, testkit, the tests and the benchmarks); then
 # every test runs inside a fresh network namespace that has only loopback: nothing can leave
-# 127.0.0.1 (see README, "Network").
+# 127.0.0.1 (docs/architecture.md, "Tests and benchmarks").
 test: setup browser clients cluster-deps lint
 	unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q $(PYTEST_ARGS)'
 

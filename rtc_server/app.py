@@ -41,7 +41,7 @@ from signaling.smallwebrtc import IceCandidate, InvalidCandidate
 from web_client import STATIC_DIR
 
 logger = logging.getLogger(__name__)
-# How signaling answers the domain errors of what it calls (status and code: README).
+# How signaling answers the domain errors of what it calls (status and code: docs/api.md).
 HTTP_ERRORS: ErrorTable = {
     OfferRejected: InvalidOffer,
     CandidateRejected: InvalidCandidate,

@@ -71,7 +71,7 @@ class Pools:
         `asr_calls`, `tts_calls`): those threads sleep through most of a call, so a worker of
         one core on a GPU box still runs its sessions' decodes side by side (with one thread
         each, 32 sessions' slowest answers waited ~170 ms for piper's thread; bench/RESULTS.md,
-        gpu, thirteenth session)."""
+        gpu, 2026-12-03)."""
         side_by_side = 2 if cores >= 2 else 1
         asr, tts = max(side_by_side, asr_calls), max(side_by_side, tts_calls)
         return cls(

@@ -1,7 +1,7 @@
 """Headless Debian Chromium for the tests and benchmarks that drive a real web client.
 
-`chromium_page(wav)` launches it with a fake microphone that plays `wav` once (the flags of
-README "Tests"; loopback ICE only works with `--allow-loopback-in-peer-connection`) and adds
+`chromium_page(wav)` launches it with a fake microphone that plays `wav` once (the flags
+below; loopback ICE only works with `--allow-loopback-in-peer-connection`) and adds
 `PROBE_JS` to every page: a neutral recorder that any client is measured with alike, ours or
 Pipecat's. It keeps every peer connection the page makes (`__probe.pcs`, for `getStats`) and
 every message on the data channels it creates (`__probe.messages`: [ms, label, data]).

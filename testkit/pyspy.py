@@ -3,7 +3,7 @@ function took, in cores (samples / rate / duration).
 
 py-spy counts a thread active while the kernel has it runnable, so on a saturated core the
 threads' sum can pass the cores the process may use: that excess is time spent waiting for
-the core (bench/RESULTS.md, gpu, fifteenth session)."""
+the core (bench/RESULTS.md, gpu, 2026-12-03)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ class AsrConfig:
     # start-up) or "auto" (CUDA when it works, else the CPU, logged). engines/asr/device.py.
     device: str = "cpu"
     beam_size: int = 1  # 1 = greedy (measured: fast and as accurate on short utterances)
-    context_pad_s: float = 3.0  # silence appended before decoding (see README: reduced context)
+    context_pad_s: float = 3.0  # silence appended before decoding (docs/hearing.md)
     partial_interval_s: float = 1.0  # audio between partial re-decodes while the user speaks
     partial_cpu_share: float = 0.35  # cap partial decoding at this share of a stream's wall time
     max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses

@@ -19,7 +19,7 @@ def _norm_word(word: str) -> str:
 def trim_restart(text: str) -> str:
     """Cut Whisper's "restart" loop: the transcript repeating itself from its first word.
 
-    With a shortened audio context (see README) Whisper tiny sometimes finishes the utterance
+    With a shortened audio context (docs/hearing.md) Whisper tiny sometimes finishes the utterance
     and then starts it over until the length limit ("Turn on the lights, please. Turn on the
     lights,"). Measured on 64 generated utterances: ~15% of decodes, nearly always right after
     a sentence end and always a verbatim restart. Whisper base does it to one-word answers

@@ -13,7 +13,7 @@ This module imports without TensorRT installed; constructing `TensorRTFace` then
 so the `tensorrt` extra pins 10.x and the builder says so if it meets 11.
 Supported: TensorRT 10.x. NOTE: written against, and reviewed again (2026-12-01) against,
 the TensorRT 10 Python API documentation; no TensorRT was installable on the machines this
-project was built on, so this path has not been executed (see README, GPU).
+project was built on, so this path has not been executed (docs/gpu.md).
 """
 
 from __future__ import annotations

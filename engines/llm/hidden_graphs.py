@@ -6,7 +6,7 @@ on the default stream behind whatever else runs there: on the H200 35 / 57 ms (p
 beside 3 answers decoding) against 5.0 / 6.5 captured on its own stream
 (`bench/gpu_text_end.py --probe-graphs on|off`). Live, eager, 2-4 held-out turns in 20 waited
 0.46-0.55 s for the probe's answer; captured, every probe read on the early words was in
-before the pause (bench/RESULTS.md, gpu, eighteenth and nineteenth sessions).
+before the pause (bench/RESULTS.md, gpu, 2026-12-04).
 
 How: the prompt's tokens are padded on the right to the bucket's length and run with an
 explicit causal mask (each position sees itself and those before it), so the hidden state at

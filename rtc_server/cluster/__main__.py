@@ -4,9 +4,9 @@ Starts redis-server, coturn (time-limited credentials for the page), an OpenAI-c
 LLM server shared by the workers (agent mode; `llama_cpp.server` on the bundled GGUF unless
 `--llm-command` names another), N workers and the gateway, then waits for Ctrl-C and stops
 them all. Logs and the generated config go to `--log-dir`. For a real deployment run the same
-pieces on their machines (README, "Scale-out").
+pieces on their machines (docs/scale-out.md).
 
-Many sessions on one GPU box (README, GPU): `--config config/gpu.toml --llm own --workers 11
+Many sessions on one GPU box (docs/gpu.md): `--config config/gpu.toml --llm own --workers 11
 --sessions-per-worker 3 --pin-workers --mps` (32 sessions on 16 cores): the profile under the
 launcher's keys, each worker with its own models on its own core, their CUDA work through one
 MPS server.
