@@ -36,16 +36,8 @@ video size, no greeting, a fixed seed. `--llm own` uses the profile's [llm]; `--
 `--forced-answers` and `--asr-model` set [llm] model, [llm] forced_answers and [asr] model,
 as in bench/voice_to_voice.py's GPU mode.
 
-GPU machine (README "GPU"; sets staged with bench/gpu_stage.py, redis-server as the extra
-set r1: `python bench/gpu_stage.py build --extra redis`), 16 and 32 sessions over 4 workers:
-
-    cp -r .gpu/sK .gpu/r1 /tmp/stage/ && cd .gpu/tree && STAGE=/tmp/stage sh bench/gpu_device.sh \\
-      python3 bench/cluster.py --mode agent --llm own --config config/gpu.toml \\
-      --llm-model /tmp/rtc/qwen2.5-1.5b-random --forced-answers bench/gpu_answers.json \\
-      --asr-model base --workers 4 --sessions 16 --client-processes 4 --together \\
-      --questions 3 --offers 0 --redis-server /tmp/rtc/redis/bin/redis-server \\
-      --machine "H200, 16 cores" --json $OUT/sessions16.json --log-dir $OUT/logs16
-    (the same with --sessions 32 --client-processes 8 --json $OUT/sessions32.json)
+On the GPU machine bench/gpu_workers.sh runs it (32 sessions asking together, workers pinned,
+under bench/gpu_device.sh; bench/RESULTS.md, section gpu, has the command).
 
 `--log-dir` keeps the cluster's logs (each worker's, the gateway's, redis's) where the run's
 results go (default: a new temporary directory, named in the output); `--worker-log-level
@@ -271,7 +263,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-
 def _finite(values: list[float]) -> list[float]:
     return [v for v in values if np.isfinite(v)]
 
@@ -367,8 +358,6 @@ def main() -> int:
     parser.add_argument("--llm-threads", type=int, default=1)
     parser.add_argument("--questions", type=int, default=3, help="per session")
     parser.add_argument("--offers", type=int, default=30, help="of each kind (0: skipped)")
-    parser.add_argument("--skip-offers", dest="offers", action="store_const", const=0,
-                        help="as --offers 0")
     parser.add_argument("--client-processes", type=int, default=1,
                         help="processes the peers are split over (1: this one)")
     parser.add_argument("--together", action="store_true",

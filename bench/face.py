@@ -1,23 +1,23 @@
-"""Benchmark: the face pipeline (features -> model -> Kalman smoothing -> render) per frame.
+"""Benchmark: the face stage per frame: features -> model -> Kalman smoothing -> render -> VP8.
 
-Rows (each p50/p95 over repeated runs, after warm-up):
-- cpu pipeline, batch 1: one 4 s utterance through log-mel features, ONNX Runtime, smoothing and
-  the 512x512 renderer; frames/s = video frames produced per second of compute on one thread;
-- per stage: features, model (onnxruntime / torch CPU), smoothing, render (ms per call/frame);
-- model batched across N sessions (onnxruntime CPU, one call with N utterances);
-- with CUDA (the device tool's GPU machine): the torch runtime eager and with CUDA graphs, fp32
-  and fp16, batch 1 and batched across N sessions, plus TensorRT when it is installed.
+Rows, p50/p95 over repeated runs after warm-up (frames/s: video frames per second of compute):
+log-mel features, the model on ONNX Runtime (1 thread; batch 1, and N sessions' utterances in
+one call), smoothing (per 4 s utterance), the 512x512 render of the default portrait with lip
+motion and its VP8 encode (rtc_server/video_encoder.py, one libvpx thread as aiortc picks at
+that size) per frame, the pipeline (one utterance: features, model, smoothing, every frame
+rendered); with CUDA, the model in torch with CUDA graphs (as config/gpu.toml), batch 1 and N.
 
     .venv/bin/python bench/face.py [--repeats 30] [--seconds 4] [--sessions 64]
-        [--model PATH] [--skip-render] [--json OUT]
+        [--bitrate 500] [--model PATH] [--skip-render] [--json OUT]
 
-The render rows need dlib (portrait landmarks); the GPU machine has none, so use --skip-render
-there. CPU numbers on a shared 2-core machine are noisy: rerun when it is idle.
+`--skip-render` leaves out the render, encode and pipeline rows. CPU numbers on a shared
+2-core machine are noisy: rerun when it is idle.
 """
 
 from __future__ import annotations
 
 import argparse
+import fractions
 import json
 import os
 import platform
@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.stats import pct  # noqa: E402
+from common.face_geometry import PARAMS, params_to_offsets  # noqa: E402
 from engines.face.features import SAMPLE_RATE, log_mel  # noqa: E402
 from engines.face.runtime import OnnxRuntimeFace  # noqa: E402
 from engines.face.smoothing import KalmanSmoother  # noqa: E402
@@ -47,6 +48,15 @@ def speechlike(seconds: float, seed: int) -> np.ndarray:
     t = np.arange(n) / SAMPLE_RATE
     envelope = np.clip(np.sin(2 * np.pi * 3.0 * t), 0, None) * (np.sin(2 * np.pi * 0.4 * t) > -0.5)
     return (6000 * envelope * rng.standard_normal(n)).astype(np.int16)
+
+
+def lip_motion(count: int) -> np.ndarray:
+    """Offsets [count, 68, 2]: the mouth opening and closing about 3 times a second."""
+    params = np.zeros((count, len(PARAMS)), np.float32)
+    t = np.arange(count) / 25.0
+    params[:, PARAMS.index("open")] = 0.45 * (1 + np.sin(2 * np.pi * 3.1 * t))
+    params[:, PARAMS.index("jaw")] = 0.25 * (1 + np.sin(2 * np.pi * 3.1 * t + 0.4))
+    return params_to_offsets(params)
 
 
 def _time(fn: Callable[[], object], repeats: int, warmup: int = 3,
@@ -71,97 +81,81 @@ def _row(name: str, batch: int, frames: int, ms: list[float]) -> Row:
             "frames_per_s": round(frames * batch / (p50 / 1000.0), 1)}
 
 
-def cpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int,
-             render: bool) -> list[Row]:
-    rows: list[Row] = []
-    pcm = speechlike(seconds, 0)
-    feats = log_mel(pcm, SAMPLE_RATE)
-    frames = len(feats) // 4
-    ort = OnnxRuntimeFace(model_path, threads=1)
-    rows.append(_row("features (log-mel)", 1, frames, _time(lambda: log_mel(pcm, SAMPLE_RATE),
-                                                               repeats)))
-    rows.append(_row("model onnxruntime cpu", 1, frames, _time(lambda: ort.predict(feats),
-                                                                 repeats)))
-    batch = [log_mel(speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
-    rows.append(_row("model onnxruntime cpu", sessions, frames,
-                     _time(lambda: ort.predict_batch(batch), max(3, repeats // 5), warmup=1)))
-    try:
-        from engines.face.torch_runtime import TorchFace
+def video_rows(offsets: np.ndarray, pipeline: Callable[[Any], None], repeats: int,
+               kbps: int) -> list[Row]:
+    """Render and encode per frame, and the pipeline with every frame rendered."""
+    import av
 
-        tf = TorchFace(model_path, device="cpu")
-        rows.append(_row("model torch cpu", 1, frames, _time(lambda: tf.predict(feats),
-                                                               repeats)))
-    except Exception as exc:  # torch is optional for the CPU table
-        print(f"# torch cpu skipped: {exc}", file=sys.stderr)
-    offsets = ort.predict(feats)
-    rows.append(_row("smoothing (per utterance)", 1, frames,
-                     _time(lambda: KalmanSmoother().smooth(offsets), repeats)))
-    if render:
-        from skimage import data
+    from engines.portrait import detect_portrait_landmarks
+    from media.avatar import AvatarRenderer
+    from media.idle import default_portrait
+    from media.tracks import i420
+    from rtc_server.video_encoder import AvatarVp8Encoder
 
-        from engines.portrait import detect_portrait_landmarks
-        from media.avatar import AvatarRenderer
-
-        image = np.ascontiguousarray(data.astronaut())
-        renderer = AvatarRenderer(image, detect_portrait_landmarks(image))
-        avatar = renderer.session()
-        counter = iter(range(10**9))
-
-        def one_frame() -> None:
-            k = next(counter)
-            avatar.frame(k, offsets[k % frames])
-
-        render_ms = _time(one_frame, repeats * 10, warmup=10)
-        rows.append(_row("render 512x512 (per frame)", 1, 1, render_ms))
-
-        def pipeline() -> None:
-            f = log_mel(pcm, SAMPLE_RATE)
-            o = KalmanSmoother().smooth(ort.predict(f))
-            for k in range(len(o)):
-                avatar.frame(k, o[k])
-
-        rows.append(_row("pipeline: features+model+smooth+render", 1, frames,
-                         _time(pipeline, max(3, repeats // 5), warmup=1)))
+    image = default_portrait()
+    renderer = AvatarRenderer(image, detect_portrait_landmarks(image))
+    moving = lip_motion(max(repeats * 10, 50))
+    counter = iter(range(10**9))
+    rows = [_row("render 512x512 (per frame)", 1, 1, _time(
+        lambda: renderer.render(moving[next(counter) % len(moving)]), len(moving), warmup=10))]
+    frames = []
+    for i, frame_offsets in enumerate(moving):
+        frame = av.VideoFrame.from_ndarray(i420(renderer.render(frame_offsets)), format="yuv420p")
+        frame.pts, frame.time_base = i * 3600, fractions.Fraction(1, 90000)
+        frames.append(frame)
+    encoder = AvatarVp8Encoder()
+    encoder.target_bitrate = kbps * 1000
+    encoder.encode(frames[0], force_keyframe=True)
+    queue = iter(frames[1:])
+    rows.append(_row(f"VP8 encode, {kbps} kbit/s (per frame)", 1, 1,
+                     _time(lambda: encoder.encode(next(queue)), len(frames) - 1, warmup=0)))
+    avatar = renderer.session()
+    rows.append(_row("pipeline: features+model+smooth+render", 1, len(offsets),
+                     _time(partial(pipeline, avatar), max(3, repeats // 5), warmup=1)))
     return rows
 
 
-def gpu_rows(model_path: str | None, seconds: float, sessions: int, repeats: int) -> list[Row]:
+def cpu_rows(args: argparse.Namespace) -> list[Row]:
+    pcm = speechlike(args.seconds, 0)
+    feats = log_mel(pcm, SAMPLE_RATE)
+    frames = len(feats) // 4
+    ort = OnnxRuntimeFace(args.model, threads=1)
+    batch = [log_mel(speechlike(args.seconds, i), SAMPLE_RATE) for i in range(args.sessions)]
+    offsets = ort.predict(feats)
+    rows = [
+        _row("features (log-mel)", 1, frames, _time(lambda: log_mel(pcm, SAMPLE_RATE),
+                                                     args.repeats)),
+        _row("model onnxruntime cpu", 1, frames, _time(lambda: ort.predict(feats), args.repeats)),
+        _row("model onnxruntime cpu", args.sessions, frames,
+             _time(lambda: ort.predict_batch(batch), max(3, args.repeats // 5), warmup=1)),
+        _row("smoothing (per utterance)", 1, frames,
+             _time(lambda: KalmanSmoother().smooth(offsets), args.repeats)),
+    ]
+
+    def pipeline(avatar: Any) -> None:
+        o = KalmanSmoother().smooth(ort.predict(log_mel(pcm, SAMPLE_RATE)))
+        for k in range(len(o)):
+            avatar.frame(k, o[k])
+
+    if not args.skip_render:
+        rows += video_rows(offsets, pipeline, args.repeats, args.bitrate)
+    return rows
+
+
+def gpu_rows(args: argparse.Namespace) -> list[Row]:
     import torch
 
     from engines.face.torch_runtime import TorchFace
 
-    rows: list[Row] = []
-    feats = log_mel(speechlike(seconds, 0), SAMPLE_RATE)
+    feats = log_mel(speechlike(args.seconds, 0), SAMPLE_RATE)
     frames = len(feats) // 4
-    batch = [log_mel(speechlike(seconds, i), SAMPLE_RATE) for i in range(sessions)]
+    batch = [log_mel(speechlike(args.seconds, i), SAMPLE_RATE) for i in range(args.sessions)]
+    face = TorchFace(args.model, device="cuda", cuda_graphs=True)
     sync = torch.cuda.synchronize
-    for half in (False, True):
-        tag = "fp16" if half else "fp32"
-        for graphs in (False, True):
-            face = TorchFace(model_path, device="cuda", cuda_graphs=graphs, half=half)
-            label = f"model torch cuda {tag} {'cuda-graphs' if graphs else 'eager'}"
-            rows.append(_row(label, 1, frames, _time(partial(face.predict, feats), repeats,
-                                                     sync=sync)))
-            rows.append(_row(label, sessions, frames,
-                             _time(partial(face.predict_batch, batch), repeats, sync=sync)))
-        # Transfer-free: features already on the GPU, result left there (the model's own cost).
-        x = torch.from_numpy(np.stack(batch)).cuda()
-        x1 = x[:1]
-        rows.append(_row(f"model torch cuda {tag} eager, device tensors", 1, frames,
-                         _time(partial(face.run_device, x1), repeats, sync=sync)))
-        rows.append(_row(f"model torch cuda {tag} eager, device tensors", sessions, frames,
-                         _time(partial(face.run_device, x), repeats, sync=sync)))
-    try:
-        from engines.face.tensorrt_runtime import TensorRTFace
-
-        trt_face = TensorRTFace(model_path, max_batch=sessions)
-        rows.append(_row("model tensorrt fp16", 1, frames, _time(lambda: trt_face.predict(feats),
-                                                                   repeats)))
-        rows.append(_row("model tensorrt fp16", sessions, frames,
-                         _time(lambda: trt_face.predict_batch(batch), repeats)))
-    except Exception as exc:  # not installable on the machines this was built on
-        print(f"# tensorrt skipped: {exc}", file=sys.stderr)
-    return rows
+    return [_row("model torch cuda fp32, CUDA graphs", 1, frames,
+                 _time(partial(face.predict, feats), args.repeats, sync=sync)),
+            _row("model torch cuda fp32, CUDA graphs", args.sessions, frames,
+                 _time(partial(face.predict_batch, batch), args.repeats, sync=sync))]
 
 
 def main() -> int:
@@ -170,22 +164,23 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--bitrate", type=int, default=500, help="VP8 target, kbit/s")
     parser.add_argument("--model", default=None)
     parser.add_argument("--skip-render", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    rows = cpu_rows(args.model, args.seconds, args.sessions, args.repeats, not args.skip_render)
+    rows = cpu_rows(args)
     device = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
     try:
         import torch
 
         if torch.cuda.is_available():
             device += f", {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
-            rows += gpu_rows(args.model, args.seconds, args.sessions, args.repeats)
+            rows += gpu_rows(args)
     except ImportError:
         pass
-    print(f"# face benchmark: {args.seconds:g} s utterances ({int(args.seconds * 25)} frames), "
-          f"{args.sessions} sessions batched; {device}")
+    print(f"# face benchmark, {time.strftime('%Y-%m-%d')}: {args.seconds:g} s utterances "
+          f"({int(args.seconds * 25)} frames), {args.sessions} sessions batched; {device}")
     print("| stage | batch | p50 ms | p95 ms | video frames/s |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for r in rows:

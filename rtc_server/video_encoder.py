@@ -5,9 +5,10 @@ aiortc encodes VP8 for a camera: a temporal denoiser (`noise-sensitivity` 4) and
 remove, and the server encodes one stream per session on the same cores that render, speak
 and listen (encoding was a worker's largest single cost in a 32-session profile on the H200).
 Without the denoiser and at `cpu-used` -12 a 512x512 avatar frame encodes in ~1.7-1.9 ms
-instead of ~2.6-3.3 at the same rate control (bench/video_encode.py; bench/RESULTS.md,
-section face). Everything else (rate control, key frames on request, bitrate from REMB,
-packetization) stays aiortc's.
+instead of ~2.6-3.3 at the same rate control (2026-12-02, bench/video_encode.py, in git
+history at bcae859; bench/face.py times this encoder, bench/RESULTS.md section face).
+Everything else (rate control, key frames on request, bitrate from REMB, packetization) stays
+aiortc's.
 
 aiortc has no option for it, so `use_avatar_encoder(pc)` puts this encoder in the video
 sender's slot after the answer (the sender creates its own only for the first frame, and

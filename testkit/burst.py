@@ -1,4 +1,4 @@
-"""A burst of answers on one chat engine (bench/llm_burst.py): questions asked at once, each
+"""A burst of answers on one chat engine (bench/gpu_llm.py): questions asked at once, each
 answer's first and last delta timed from the ask."""
 
 from __future__ import annotations

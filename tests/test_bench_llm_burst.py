@@ -1,4 +1,4 @@
-"""bench/llm_burst.py's measurement (testkit/burst.py) on a stand-in engine: each answer's
+"""bench/gpu_llm.py's burst (testkit/burst.py) on a stand-in engine: each answer's
 first and last delta are timed from the ask, over every stream of every round."""
 
 from __future__ import annotations

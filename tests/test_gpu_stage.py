@@ -111,7 +111,7 @@ def test_ldd_output_names_each_library_path() -> None:
 
 def test_the_committed_extras_fit_a_call_and_their_wheels_install() -> None:
     """Each committed extra's manifest: every set within the 54 MiB a device call leaves
-    beside the tree, each file's parts cover it exactly, and the ortgpu extra's wheel lies
+    beside the tree, each file's parts cover it exactly, and the qwen extra's wheel (gguf) lies
     under wheels/ (gpu_device.sh lays extras down first, so the install takes it)."""
     bench = Path(__file__).resolve().parents[1] / "bench"
     for path in sorted(bench.glob("gpu_stage_*.json")):
@@ -121,6 +121,6 @@ def test_the_committed_extras_fit_a_call_and_their_wheels_install() -> None:
             assert sum(p["size"] for p in entry["parts"]) == entry["size"], entry["dest"]
             offsets = [p["offset"] for p in entry["parts"]]
             assert offsets == sorted(offsets) and offsets[0] == 0, entry["dest"]
-    ortgpu = json.loads((bench / "gpu_stage_ortgpu.json").read_text())
-    (wheel,) = ortgpu["files"]
-    assert wheel["dest"].startswith("wheels/onnxruntime_gpu-") and wheel["dest"].endswith(".whl")
+    qwen = json.loads((bench / "gpu_stage_qwen.json").read_text())
+    (wheel,) = [f for f in qwen["files"] if f["dest"].startswith("wheels/")]
+    assert wheel["dest"].startswith("wheels/gguf-") and wheel["dest"].endswith(".whl")

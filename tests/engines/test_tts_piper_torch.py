@@ -63,8 +63,8 @@ def _snr_db(reference: PiperTTS, other: PiperTTS, text: str) -> float:
 def test_the_split_runtime_speaks_as_onnxruntime_does(quiet: tuple[PiperTTS, PiperTTS]
                                                       ) -> None:
     """The decoder padded to its bucket: only the chunk's last ~50 ms see zeros where the
-    whole graph's convolutions had their edge (56-90 dB below the speech in
-    bench/gpu_tts.py)."""
+    whole graph's convolutions had their edge (56-90 dB below the speech on the
+    H200, 2026-12-03; the comparing script, bench/gpu_tts.py, is in git history at 44e67dd)."""
     reference, _ = quiet
     split = PiperTTS(noise_scale=0.0, noise_w_scale=0.0, runtime="split")
     for text in TEXTS:
