@@ -18,6 +18,10 @@ the audio track actually played).
   than `false_interruption_max_ms`) the turn is interrupted and the new words get their
   answer. `resume_false_interruption = false` interrupts at once instead.
 - A new final transcript while a turn is still thinking replaces that turn (texts joined).
+- Unsure of the words (the ASR's confidence below `unsure_below`): the model is told so with
+  the question and asks back briefly when the words make no sense for its role ("Sorry, did
+  you mean your card limit?") instead of answering a question nobody asked; a speculative
+  answer to those words is dropped. The history keeps the words as heard.
 """
 
 from __future__ import annotations
@@ -97,6 +101,20 @@ def is_real_interruption(text: str) -> bool:
     if is_backchannel(text):
         return False  # "嗯，对对": three words that ask for nothing
     return len(words) > 2 or bool(set(words) & INTERRUPT_WORDS)
+
+
+# Told to the model with words the ASR was unsure of (English: the persona's language or not,
+# the models read it; the reply follows the conversation's language).
+UNSURE_NOTE = (
+    "[The speech recognizer was unsure it heard these words right. If they make sense for "
+    "your role, answer them. If they do not, do not guess an answer: ask back in one short "
+    "question what I most likely meant.]"
+)
+
+
+def unsure_question(text: str) -> str:
+    """The user's words as the model gets them when the ASR was unsure of them."""
+    return f"{text}\n{UNSURE_NOTE}"
 
 
 def _same_words(a: str, b: str) -> bool:
@@ -274,8 +292,9 @@ class AgentBehaviour:
             if barge.turn is self._turn:
                 self._stop(barge.turn)
         turn = self._turn
+        unsure = self._unsure(utterance)
         if turn is not None and turn.speculative and turn.utterance_id == utterance.id:
-            if utterance.text and _same_words(utterance.text, turn.user_text):
+            if utterance.text and _same_words(utterance.text, turn.user_text) and not unsure:
                 turn.user_text = utterance.text
                 self._confirm(turn, utterance)
                 return
@@ -293,7 +312,19 @@ class AgentBehaviour:
             self._discard(turn)
         new = self._new_turn(self._turn_id(utterance.id), text, utterance.id)
         self._confirm(new, utterance)
-        self._begin(new, self._answer(new, [*self.history, ChatMessage("user", text)]))
+        asked = unsure_question(text) if unsure else text
+        self._begin(new, self._answer(new, [*self.history, ChatMessage("user", asked)]))
+
+    def _unsure(self, utterance: Utterance) -> bool:
+        """The ASR was unsure of these words (`[agent] unsure_below`): ask back if they make
+        no sense, rather than answer a misheard question."""
+        confidence = utterance.confidence
+        if confidence is None or confidence >= self._config.unsure_below or not utterance.text:
+            return False
+        self._session.log.info("unsure of the words (confidence %.2f): the model may ask back",
+                               confidence)
+        self._session.metrics.unsure_turns.inc()
+        return True
 
     # --- TurnHost ---------------------------------------------------------------------------
 

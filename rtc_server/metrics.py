@@ -34,6 +34,10 @@ class Metrics:
             "rtc_false_interruptions", "Barge-ins that were not (the answer resumed)",
             registry=self.registry,
         )
+        self.unsure_turns = Counter(
+            "rtc_unsure_turns", "Questions the ASR was unsure of (the model may ask back)",
+            registry=self.registry,
+        )
         self.barge_in_ms = Histogram(
             "rtc_barge_in_ms", "User speech onset to agent audio cleared, ms",
             buckets=(100, 150, 200, 250, 300, 400, 500, 750, 1000, 2000),

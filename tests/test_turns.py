@@ -11,6 +11,7 @@ rig: `tests/support/turns.py`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,10 +20,13 @@ import pytest
 
 from engines.llm.base import ChatMessage
 from rtc_server.agent import (
+    UNSURE_NOTE,
     is_backchannel,
     is_false_interruption,
     is_real_interruption,
+    unsure_question,
 )
+from rtc_server.hearing import Utterance
 from tests.support.fakes import use_level_detector, words
 from tests.support.turns import REPLY, Harness, speech_duration
 
@@ -449,3 +453,66 @@ async def test_a_first_chunk_is_due_now_and_later_ones_when_the_audio_ahead_runs
     assert len(slacks) >= 3 and slacks[0] == 0.0
     assert all(s > 0.05 for s in slacks[1:])  # at least a word of audio ahead of each
     assert turn_marks["tts_start"] <= turn_marks["tts_first_audio"]
+
+
+def unsure_utterance(h: Harness, uid: int, text: str, confidence: float) -> Utterance:
+    return dataclasses.replace(h.utterance(uid, text), confidence=confidence)
+
+
+async def test_words_the_asr_was_unsure_of_are_marked_for_the_model() -> None:
+    """Below `unsure_below` the model gets the words with the note that they may be misheard
+    (it asks back when they make no sense); the history and the transcript keep the words."""
+    h = Harness(unsure_below=0.6)
+    try:
+        h.agent.on_speech_start(1)
+        h.agent.on_final(unsure_utterance(h, 1, "What is my car limit?", 0.45))
+        await h.listen(speech_duration(REPLY) + 1.0)
+        assert h.llm.calls[-1][-1].content == unsure_question("What is my car limit?")
+        assert UNSURE_NOTE in h.llm.calls[-1][-1].content
+        assert h.agent.history[0] == ChatMessage("user", "What is my car limit?")
+        finals = [e["text"] for e in h.sent("transcript") if e["final"]]
+        assert finals == ["What is my car limit?"]
+        h.agent.on_speech_start(2)
+        h.agent.on_final(unsure_utterance(h, 2, "And my savings?", 0.9))  # sure: as is
+        await h.listen(speech_duration(REPLY) + 1.0)
+        assert h.llm.calls[-1][-1].content == "And my savings?"
+        assert h.session.metrics.unsure_turns._value.get() == 1  # noqa: SLF001
+    finally:
+        await h.close()
+
+
+async def test_an_early_answer_to_unsure_words_is_replaced() -> None:
+    """The answer started at the pause took the words as heard; unsure of them at the final,
+    it is dropped and the model asked with the note."""
+    h = Harness(unsure_below=0.6)
+    try:
+        h.agent.on_speech_start(1)
+        h.agent.on_pause(1, "what is my car limit")
+        await h.settle()
+        h.agent.on_final(unsure_utterance(h, 1, "What is my car limit?", 0.3))
+        await h.listen(speech_duration(REPLY) + 1.0)
+        assert [c[-1].content for c in h.llm.calls] == [
+            "what is my car limit", unsure_question("What is my car limit?")]
+        assert h.agent.history == [
+            ChatMessage("user", "What is my car limit?"), ChatMessage("assistant", REPLY)]
+    finally:
+        await h.close()
+
+
+async def test_without_a_confidence_or_with_the_rule_off_nothing_is_marked() -> None:
+    h = Harness(unsure_below=0.0)  # never
+    try:
+        h.agent.on_speech_start(1)
+        h.agent.on_final(unsure_utterance(h, 1, "What is my car limit?", 0.1))
+        await h.listen(0.5)
+        assert h.llm.calls[-1][-1].content == "What is my car limit?"
+    finally:
+        await h.close()
+    h = Harness()
+    try:
+        h.agent.on_speech_start(1)
+        h.agent.on_final(h.utterance(1, "What is my car limit?"))  # no confidence known
+        await h.listen(0.5)
+        assert h.llm.calls[-1][-1].content == "What is my car limit?"
+    finally:
+        await h.close()

@@ -26,6 +26,7 @@ Thread safety: streams are independent; call one stream's methods from one threa
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import numpy as np
@@ -73,8 +74,10 @@ class WhisperStream:
         self._chunks: list[np.ndarray] = []  # fed audio not yet merged into `_segment`
         self._fed = 0  # samples of the current segment (merged or not)
         self._committed_samples = 0  # samples of finished segments
-        # (segment samples decoded, accepted text, its sentence-end probability if known)
-        self._last: tuple[int, str, float | None] | None = None
+        # (segment samples decoded, accepted text, its sentence-end probability if known,
+        # its mean token probability)
+        self._last: tuple[int, str, float | None, float] | None = None
+        self._committed_confidence: float | None = None  # the least of finished segments'
         self._partial = ""
         self._next_partial_at = int(config.partial_interval_s * SAMPLE_RATE)
         self._window_limit = int((runner.max_audio_s - 1.0) * SAMPLE_RATE)
@@ -119,13 +122,14 @@ class WhisperStream:
     def pause(self) -> PauseText:
         """The user paused: decode what was fed (unless already decoded); return the text."""
         if self._closed or not self._speech_heard():
-            return PauseText(self._text(), None)
+            return PauseText(self._text(), None, self._confidence())
         if self._fed and not self._decoded_all():
             self._decode(self._fed)
         end = self._last[2] if self._last is not None else None
+        confidence = self._confidence()
         if self._fed >= self._cfg.max_segment_s * SAMPLE_RATE:
             self._commit()  # a pause is a safe place to cut: no word straddles it
-        return PauseText(self._text(), end)
+        return PauseText(self._text(), end, confidence)
 
     def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         """A pause may be coming: decode what was fed and `rest` now (see the module doc);
@@ -139,7 +143,8 @@ class WhisperStream:
         if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
             return None
         self._partial_took(self._decode(self._fed, check_pcm16(rest)))
-        return PauseText(self._text(), self._last[2] if self._last is not None else None)
+        return PauseText(self._text(), self._last[2] if self._last is not None else None,
+                         self._confidence())
 
     def finish(self) -> str:
         """End of speech: the final transcript ('' when nothing was said)."""
@@ -176,7 +181,7 @@ class WhisperStream:
         self.language = decoded.language
         # The end probability was measured as a turn signal on English only (policy.py).
         end = decoded.end_probability if decoded.language == "en" else None
-        self._last = (n, self._runner.accept(decoded), end)
+        self._last = (n, self._runner.accept(decoded), end, math.exp(decoded.avg_logprob))
         return decoded.seconds
 
     def _partial_took(self, seconds: float) -> None:
@@ -184,6 +189,13 @@ class WhisperStream:
         self.partial_decode_seconds += seconds
         interval = max(self._cfg.partial_interval_s, seconds / self._cfg.partial_cpu_share)
         self._next_partial_at = self._fed + int(interval * SAMPLE_RATE)
+
+    def _confidence(self) -> float | None:
+        """The words' confidence: the least of the segments' with text (None: no words)."""
+        known = [c for c in (self._committed_confidence,
+                             self._last[3] if self._last and self._last[1] else None)
+                 if c is not None]
+        return min(known) if known else None
 
     def _text(self) -> str:
         return join_pieces(self._committed, self._last[1] if self._last else "")
@@ -193,6 +205,7 @@ class WhisperStream:
         assert self._last is not None
         extent = min(self._last[0], self._fed)  # (a decode ahead may reach past the audio)
         self._committed = self._text()
+        self._committed_confidence = self._confidence()
         self.segments += 1
         logger.debug("committed %.2f s of audio", extent / SAMPLE_RATE)
         self._segment = self._audio()[extent:].copy()
