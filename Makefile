@@ -5,7 +5,21 @@ EXTRAS := asr,llm,llm-small,llm-gpu,tts,tts-gpl,face,dev
 # Derived model files (engines/cache.py); Kokoro's voices are packed there from npm.
 CACHE  := $(or $(RTC_AVATAR_CACHE),$(HOME)/.cache/rtc-avatar)
 KOKORO_VOICES := $(CACHE)/kokoro/kokoro-js-1.2.1.tgz
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# llama.cpp is built here, for this CPU's instruction sets named one by one (GGML_NATIVE would
+# also switch on AMX, whose kernels crash on Q4_K weights: a segfault in
+# ggml_backend_amx_mul_mat on Sapphire Rapids, llama.cpp issue 20824, seen on this project's
+# CI machine). Other architectures keep llama.cpp's own native build.
+LLAMA_VERSION := 0.3.36
+CPU_FLAGS := $(shell grep -m1 -o -w -E 'avx|avx2|fma|f16c|bmi2|avx512f|avx512vbmi|avx512_vnni|avx512_bf16|avx_vnni' /proc/cpuinfo 2>/dev/null | sort -u)
+on_if = $(if $(filter $(1),$(CPU_FLAGS)),ON,OFF)
+LLAMA_CMAKE_ARGS := $(if $(filter x86_64,$(shell uname -m)),-DGGML_NATIVE=OFF \
+  -DGGML_AVX=$(call on_if,avx) -DGGML_AVX2=$(call on_if,avx2) -DGGML_FMA=$(call on_if,fma) \
+  -DGGML_F16C=$(call on_if,f16c) -DGGML_BMI2=$(call on_if,bmi2) \
+  -DGGML_AVX512=$(call on_if,avx512f) -DGGML_AVX512_VBMI=$(call on_if,avx512vbmi) \
+  -DGGML_AVX512_VNNI=$(call on_if,avx512_vnni) -DGGML_AVX512_BF16=$(call on_if,avx512_bf16) \
+  -DGGML_AVX_VNNI=$(call on_if,avx_vnni) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+  -DGGML_AMX_BF16=OFF)
+STAMP  := $(VENV)/.installed-$(shell (cat pyproject.toml; echo '$(LLAMA_VERSION) $(LLAMA_CMAKE_ARGS)') | cksum | cut -d' ' -f1)
 ARGS   ?=
 PYTEST_ARGS ?=
 
@@ -19,6 +33,10 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
+	@echo "building llama-cpp-python $(LLAMA_VERSION) for this CPU (~3-8 min on 2 cores)"
+	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q \
+	  --no-cache-dir --no-binary llama-cpp-python --force-reinstall --no-deps \
+	  "llama-cpp-python==$(LLAMA_VERSION)"
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	rm -f $(VENV)/.installed-*
 	touch $@
