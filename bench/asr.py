@@ -8,6 +8,10 @@ same logic the server runs live), so they measure the same on a busy or an idle 
   complete questions per voice and noise, and false cut-offs on 20 questions with a pause of
   0.5-0.9 s in mid-sentence (`testkit/pauses.py`), with the turn model and with
   today's fixed 400 ms hangover;
+- `session`: the same questions as one speaker's session, the speaker's pauses learnt
+  (`[turn] speaker_floor_ms`, engines/turn/speaker.py) against one long limit for all: the
+  complete questions first (end of turn, those over 900 ms, and separately the turns whose
+  words were misheard), then the paused ones (false cut-offs), each condition its own speaker;
 - `human` (with `--human-dir`): real English speech without references (the silero-vad
   sdist's `tests/data/test.wav` and `examples/c++/aepyx.wav`): no crash, no runaway text,
   agreement between Whisper base and tiny.en.
@@ -16,9 +20,9 @@ The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a r
   endpoint and final after the true end of the voice. Inflated on a shared machine: the
   1-min load average is printed beside it.
 
-    .venv/bin/python bench/asr.py [--sections wer,turn,realtime] [--model base|tiny.en]
+    .venv/bin/python bench/asr.py [--sections wer,turn,session,realtime] [--model base|tiny.en]
         [--pause-ms 200] [--decode-ahead-ms 80] [--turn smart-turn-v3.2|none]
-        [--turn-runtime onnxruntime|torch] [--turn-device cpu|cuda]
+        [--turn-runtime onnxruntime|torch] [--turn-device cpu|cuda] [--speaker-floor-ms 700]
         [--human-dir DIR] [--limit N]
 """
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import platform
@@ -44,9 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.stats import pct  # noqa: E402
 from engines.asr import AsrConfig, create_asr  # noqa: E402
 from engines.asr.base import StreamingASR  # noqa: E402
-from engines.asr.offline import HeardUtterance, listen  # noqa: E402
+from engines.asr.offline import HeardUtterance, listen, speaker_pauses  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
 from engines.turn import TurnConfig, TurnModel, load_turn_model  # noqa: E402
+from engines.turn.speaker import SpeakerPauses  # noqa: E402
 from engines.vad import SpeechEnded, VadConfig, create_endpointer  # noqa: E402
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
 from testkit.speech import Engine, add_noise, synth, voiced_bounds  # noqa: E402
@@ -204,6 +210,56 @@ def section_turn(hear: Hear, vad: VadConfig, limit: int) -> None:
           f"{totals[1]}/{totals[2]} ({totals[1] / max(totals[2], 1) * 100:.0f}%) today.")
 
 
+def _session(clips: list[Clip], hear: Callable[[Clip, SpeakerPauses | None],
+             list[HeardUtterance]], speaker: SpeakerPauses | None
+             ) -> list[tuple[Clip, list[HeardUtterance]]]:
+    """`clips` heard in order by one speaker record (None: not learnt)."""
+    return [(clip, hear(clip, speaker)) for clip in clips]
+
+
+def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtterance]],
+                    turn: TurnConfig, limit: int) -> None:
+    print("\n| voice | noise | speaker's pauses | complete questions: end of turn p50 / p95 "
+          "ms | over 900 ms | misheard (WER > 0): end of turn p50 / max ms | ended by the "
+          "speaker's limit | mid-sentence pause 0.5-0.9 s: false cut-offs |")
+    print("|---|---|---|---|---|---|---|---|")
+    cut_total = {"learnt": 0, "one limit": 0}
+    for voice in VOICES:
+        for noise in NOISES:
+            complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
+            paused = [paused_clip(k, voice, noise)
+                      for k in range(min(limit, len(PAUSE_QUESTIONS)))]
+            for mode in ("one limit", "learnt"):
+                speaker = speaker_pauses(turn) if mode == "learnt" else None
+                heard = _session(complete, hear, speaker)
+                delays, misheard, by_speaker = [], [], 0
+                for clip, utterances in heard:
+                    ended = [u for u in utterances if u.reason != "open"]
+                    if not ended:
+                        continue
+                    delay = ended[-1].ended_at - clip.voice_end
+                    delays.append(delay)
+                    by_speaker += ended[-1].by_speaker_limit
+                    text = " ".join(u.text for u in utterances)
+                    if word_error_rate([clip.text], [text]) > 0:
+                        misheard.append(delay)
+                cuts = 0
+                for clip, utterances in _session(paused, hear, speaker):
+                    if _cut_off(clip, utterances):
+                        cuts += 1
+                        print(f"#   cut off ({mode}): {voice}-{noise} {clip.text!r}: "
+                              f"{[u.text for u in utterances]}", file=sys.stderr)
+                cut_total[mode] += cuts
+                over = sum(d > 0.9 for d in delays)
+                slow = (f"{pct(misheard, 0.5) * 1000:.0f} / {max(misheard) * 1000:.0f} "
+                        f"({len(misheard)})" if misheard else "none")
+                print(f"| {voice} | {noise} | {mode} | {ms(delays)} | {over}/{len(delays)} | "
+                      f"{slow} | {by_speaker} | {cuts}/{len(paused)} |")
+    print(f"\nFalse cut-offs overall: learnt {cut_total['learnt']}, one limit "
+          f"{cut_total['one limit']} (floor {turn.speaker_floor_ms} ms, ceiling "
+          f"{turn.max_silence_ms} ms).")
+
+
 def section_human(directory: Path, asr: StreamingASR, turn: TurnConfig,
                   model: TurnModel | None) -> None:
     from engines.pcm import read_audio
@@ -272,6 +328,8 @@ def main() -> None:
                         help="turn.early_end_confidence (0 = never before the pause)")
     parser.add_argument("--recheck-ms", type=int, default=TurnConfig.recheck_ms,
                         help="turn.recheck_ms (0 = the turn model asked once per pause)")
+    parser.add_argument("--speaker-floor-ms", type=int, default=TurnConfig.speaker_floor_ms,
+                        help="turn.speaker_floor_ms (0 = one long limit for every speaker)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
     parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
     parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
@@ -282,12 +340,17 @@ def main() -> None:
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
                       early_end_confidence=args.early_end_confidence,
+                      speaker_floor_ms=args.speaker_floor_ms,
                       runtime=args.turn_runtime, device=args.turn_device)
     model = load_turn_model(turn)
     vad = VadConfig(pause_ms=args.pause_ms, decode_ahead_ms=args.decode_ahead_ms)
 
     def hear(clip: Clip) -> list[HeardUtterance]:
         return listen(clip.audio, asr, vad=vad, turn=turn, turn_model=model)
+
+    def hear_as(clip: Clip, speaker: SpeakerPauses | None) -> list[HeardUtterance]:
+        learnt = turn if speaker is not None else dataclasses.replace(turn, speaker_floor_ms=0)
+        return listen(clip.audio, asr, vad=vad, turn=learnt, turn_model=model, speaker=speaker)
 
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
@@ -305,6 +368,8 @@ def main() -> None:
         section_wer(hear, args.limit)
     if "turn" in sections:
         section_turn(hear, vad, args.limit)
+    if "session" in sections:
+        section_session(hear_as, turn, args.limit)
     if "human" in sections and args.human_dir:
         section_human(args.human_dir, asr, turn, model)
     if "realtime" in sections:

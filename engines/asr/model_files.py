@@ -113,6 +113,10 @@ def resolve_whisper_model(model: str | None) -> Path:
         path = tiny_en_path()
     else:
         path = Path(model).expanduser()
+        if not path.is_dir():
+            raise AsrModelLoadError(
+                f"unknown [asr] model {model!r}: \"base\", \"tiny.en\" or a CTranslate2 "
+                "Whisper directory")
     if not (path / "model.bin").is_file():
         raise AsrModelLoadError(f"no CTranslate2 Whisper model (model.bin) in {path}")
     return path

@@ -90,3 +90,10 @@ def test_chinese_is_written_in_simplified_characters() -> None:
     assert any("\u4e00" <= ch <= "\u9fff" for ch in final), final
     traditional_only = set("們這說會來時個對裡嗎國學們錢轉帳戶與為還")
     assert not traditional_only & set(final), final
+
+
+def test_an_unknown_model_name_or_an_empty_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(AsrModelLoadError, match="unknown \\[asr\\] model 'small.en'"):
+        resolve_whisper_model("small.en")
+    with pytest.raises(AsrModelLoadError, match="no CTranslate2 Whisper model"):
+        resolve_whisper_model(str(tmp_path))
