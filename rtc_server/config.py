@@ -164,11 +164,14 @@ class AgentConfig:
     # Said when a stage fails mid-turn (the LLM's own apology covers LLM failures).
     apology: str = "Sorry, something went wrong on my side. Could you say that again?"
     # Words the ASR is less sure of than this (its mean token probability, `PauseText.
-    # confidence`) go to the model marked as perhaps misheard: it asks back briefly when they
-    # make no sense for its role, rather than answer them (agent.py); 0 = never. Whisper base
+    # confidence`) are not answered: the agent asks back (agent.py); 0 = never. Whisper base
     # on 3 voices x clean/15/5 dB: 0 of 133 utterances heard right below 0.55, 38 of 65 with
     # a word error rate of 0.25 or more (bench/RESULTS.md, hearing)
     unsure_below: float = 0.55
+    # Asked back when unsure of the words: about the deployment's topic they sound most like
+    # ("{topic}": a heading or name of the facts file), else the second
+    clarify_topic: str = "Sorry, I'm not sure I heard you right. Did you ask about {topic}?"
+    clarify_again: str = "Sorry, I didn't quite catch that. Could you say it again?"
 
     def __post_init__(self) -> None:
         if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms, self.max_sentences) < 0 or (
@@ -180,6 +183,10 @@ class AgentConfig:
             )
         if not 0.0 <= self.unsure_below < 1.0:
             raise ValueError("unsure_below must be within [0, 1)")
+        try:
+            self.clarify_topic.format(topic="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError("clarify_topic may hold only the {topic} placeholder") from exc
         if self.false_interruption_max_ms < self.barge_in_min_ms:
             raise ValueError("false_interruption_max_ms must be >= barge_in_min_ms")
         if self.first_chunk_max_chars < 3:
@@ -256,6 +263,11 @@ def localize(config: Config) -> Config:
     agent = dataclasses.replace(
         agent, greeting=chinese(agent, "greeting", "greeting"),
         apology=chinese(agent, "apology", "apology"),
+        clarify_topic=chinese(agent, "clarify_topic", "clarify_topic"),
+        clarify_again=chinese(agent, "clarify_again", "clarify_again"),
+        # Whisper's confidence was measured on English only: in Chinese no asking back
+        # unless the deployment sets a threshold of its own.
+        unsure_below=0.0 if unset(agent, "unsure_below") else agent.unsure_below,
     )
     return dataclasses.replace(config, asr=asr, llm=llm, tts=tts, agent=agent)
 

@@ -110,6 +110,9 @@ class Engines:
     pools: Pools = field(default_factory=Pools)
     turn: TurnModel | None = None  # semantic end of turn ([turn]); None = fixed hangover
     text_end: TextEnd | None = None  # the text-end probe ([turn] text_end_threshold)
+    # The deployment's topics (its facts file's headings and names): what the agent asks
+    # back about when unsure of the words (engines/text/vocabulary.py)
+    topics: tuple[str, ...] = ()
     face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
     # What the machine's calibration chose, and the rates the conversation paces itself by.
     fit: Fit = field(default_factory=lambda: Fit("fixed", None, None, None, FIXED_PACE, ()))
@@ -183,12 +186,13 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     from engines.asr import create_asr
     from engines.face import create_face, create_smoother
     from engines.llm import build_prompt, create_llm
+    from engines.text.vocabulary import phrases
     from engines.tts import create_tts
     from engines.turn import load_turn_model
     from engines.vad import load_vad_models
     from rtc_server.profile import fit
 
-    build_prompt(config.llm)  # a bad knowledge file stops start-up now, not after the models
+    facts = build_prompt(config.llm).facts  # a bad knowledge file stops start-up now
     problem = gpu_problem(config, cuda_available)
     if problem is not None:
         raise ConfigError(problem)
@@ -213,7 +217,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn, text_end=text_end,
-        fit=fitted,
+        fit=fitted, topics=phrases(facts),
         pools=Pools.sized(usable_cores(), device_calls(asr), device_calls(tts)),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)

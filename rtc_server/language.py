@@ -35,6 +35,8 @@ _CHINESE = {
     "apology": "抱歉，我这边出了点问题。您能再说一遍吗？",
     "holding_phrase": "嗯，让我想一想。",
     "llm_apology": "抱歉，我现在回答不了。您能再说一遍吗？",
+    "clarify_topic": "抱歉，我没听清楚。您是想问{topic}吗？",
+    "clarify_again": "抱歉，我没听清楚。您能再说一遍吗？",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from common.logs import LogfmtFormatter
 from rtc_server.__main__ import main
-from rtc_server.config import Config, load_config
+from rtc_server.config import AgentConfig, Config, load_config
 from rtc_server.dataconf import replace_path
 from rtc_server.errors import ConfigError
 from rtc_server.events import AgentText, StateChanged, TurnTimings, encode
@@ -172,3 +172,11 @@ def test_a_bad_knowledge_file_stops_the_server_at_start_up_naming_it(
     missing.write_bytes(b"\x00binary")
     assert main(["--config", str(path)]) == 2
     assert "binary" in capsys.readouterr().err
+
+
+def test_asking_back_takes_only_its_placeholder_and_a_threshold_below_one() -> None:
+    with pytest.raises(ValueError, match="clarify_topic"):
+        AgentConfig(clarify_topic="Did you mean {thing}?")
+    with pytest.raises(ValueError, match="unsure_below"):
+        AgentConfig(unsure_below=1.0)
+    assert AgentConfig(clarify_topic="Pardon?").clarify_topic == "Pardon?"  # no topic named

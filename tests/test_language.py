@@ -29,10 +29,14 @@ def test_one_key_switches_the_conversation_to_chinese(tmp_path: Path) -> None:
     assert config.asr.language == "zh" and config.llm.language == "zh"
     assert config.tts.engine == "kokoro" and config.tts.voice == "zm_yunxia"
     for text in (config.agent.greeting, config.agent.apology, config.llm.apology,
-                 config.llm.holding_phrase, config.llm.agent_name):
+                 config.llm.holding_phrase, config.llm.agent_name, config.agent.clarify_topic,
+                 config.agent.clarify_again):
         assert has_cjk(text) and to_simplified(text) == text, text
+    assert "{topic}" in config.agent.clarify_topic
+    assert config.agent.unsure_below == 0.0  # Whisper's confidence measured in English only
     english = load_config(None)
     assert english.tts.engine == "auto" and english.asr.language == "en"  # the profile picks
+    assert english.agent.unsure_below > 0.0
 
 
 def test_what_the_file_sets_itself_is_kept(tmp_path: Path) -> None:

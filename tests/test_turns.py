@@ -20,11 +20,10 @@ import pytest
 
 from engines.llm.base import ChatMessage
 from rtc_server.agent import (
-    UNSURE_NOTE,
+    clarifying_question,
     is_backchannel,
     is_false_interruption,
     is_real_interruption,
-    unsure_question,
 )
 from rtc_server.hearing import Utterance
 from tests.support.fakes import use_level_detector, words
@@ -459,23 +458,45 @@ def unsure_utterance(h: Harness, uid: int, text: str, confidence: float) -> Utte
     return dataclasses.replace(h.utterance(uid, text), confidence=confidence)
 
 
-async def test_words_the_asr_was_unsure_of_are_marked_for_the_model() -> None:
-    """Below `unsure_below` the model gets the words with the note that they may be misheard
-    (it asks back when they make no sense); the history and the transcript keep the words."""
+BANK_TOPICS = ("Harbor Street Bank", "Phone support", "Opening an account", "Easy Saver")
+AGAIN = "Sorry, I didn't quite catch that. Could you say it again?"
+
+
+def test_the_question_asked_back_names_the_topic_the_words_sound_like() -> None:
+    about = "Did you ask about {topic}?"
+    assert clarifying_question("How bold do I need to be two open a count?", BANK_TOPICS,
+                               about, AGAIN) == "Did you ask about opening an account?"
+    assert clarifying_question("Win does phone sup port clothes?", BANK_TOPICS, about,
+                               AGAIN) == "Did you ask about phone support?"
+    assert clarifying_question("What's the rate on the easy saver?", BANK_TOPICS, about,
+                               AGAIN) == "Did you ask about Easy Saver?"  # a name keeps its case
+    assert clarifying_question("Tell me a joke.", BANK_TOPICS, about, AGAIN) == AGAIN
+    assert clarifying_question("Anything at all", (), about, AGAIN) == AGAIN
+
+
+async def test_words_the_asr_was_unsure_of_are_asked_back_not_answered() -> None:
+    """Below `unsure_below` the agent asks back (no answer from the model); the history keeps
+    the words as heard and the question, so the model answers the user's reply with both;
+    words it is sure of are answered as always."""
     h = Harness(unsure_below=0.6)
+    h.engines.topics = BANK_TOPICS
     try:
         h.agent.on_speech_start(1)
-        h.agent.on_final(unsure_utterance(h, 1, "What is my car limit?", 0.45))
-        await h.listen(speech_duration(REPLY) + 1.0)
-        assert h.llm.calls[-1][-1].content == unsure_question("What is my car limit?")
-        assert UNSURE_NOTE in h.llm.calls[-1][-1].content
-        assert h.agent.history[0] == ChatMessage("user", "What is my car limit?")
+        h.agent.on_final(unsure_utterance(h, 1, "How bold do I need to be two open a count?",
+                                          0.45))
+        await h.listen(3.0)
+        assert not h.llm.calls  # not answered
+        said = "Sorry, I'm not sure I heard you right. Did you ask about opening an account?"
+        assert h.agent.history == [
+            ChatMessage("user", "How bold do I need to be two open a count?"),
+            ChatMessage("assistant", said)]
         finals = [e["text"] for e in h.sent("transcript") if e["final"]]
-        assert finals == ["What is my car limit?"]
+        assert finals == ["How bold do I need to be two open a count?"]
         h.agent.on_speech_start(2)
-        h.agent.on_final(unsure_utterance(h, 2, "And my savings?", 0.9))  # sure: as is
+        h.agent.on_final(unsure_utterance(h, 2, "Yes.", 0.9))  # sure: answered, history in view
         await h.listen(speech_duration(REPLY) + 1.0)
-        assert h.llm.calls[-1][-1].content == "And my savings?"
+        assert [m.content for m in h.llm.calls[-1]] == [
+            "How bold do I need to be two open a count?", said, "Yes."]
         assert h.session.metrics.unsure_turns._value.get() == 1  # noqa: SLF001
     finally:
         await h.close()
@@ -483,18 +504,17 @@ async def test_words_the_asr_was_unsure_of_are_marked_for_the_model() -> None:
 
 async def test_an_early_answer_to_unsure_words_is_replaced() -> None:
     """The answer started at the pause took the words as heard; unsure of them at the final,
-    it is dropped and the model asked with the note."""
+    it is dropped and the agent asks back."""
     h = Harness(unsure_below=0.6)
     try:
         h.agent.on_speech_start(1)
         h.agent.on_pause(1, "what is my car limit")
         await h.settle()
         h.agent.on_final(unsure_utterance(h, 1, "What is my car limit?", 0.3))
-        await h.listen(speech_duration(REPLY) + 1.0)
-        assert [c[-1].content for c in h.llm.calls] == [
-            "what is my car limit", unsure_question("What is my car limit?")]
+        await h.listen(3.0)
+        assert [c[-1].content for c in h.llm.calls] == ["what is my car limit"]
         assert h.agent.history == [
-            ChatMessage("user", "What is my car limit?"), ChatMessage("assistant", REPLY)]
+            ChatMessage("user", "What is my car limit?"), ChatMessage("assistant", AGAIN)]
     finally:
         await h.close()
 
