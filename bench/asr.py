@@ -2,8 +2,9 @@
 
 Deterministic sections run offline in audio time through `engines.asr.offline.listen` (the
 same logic the server runs live), so they measure the same on a busy or an idle machine:
-- `wer`: word error rate per voice (piper, espeak-ng) and noise (clean, white noise at 15 dB
-  SNR relative to the speech), 18 sentences each, and the CPU the streaming partials cost;
+- `wer`: word error rate per voice (`--voices`: piper, espeak-ng, `kokoro:NAME`) and noise
+  (clean, white noise at each of `--snrs` dB relative to the speech), 18 sentences each, and
+  the CPU the streaming partials cost;
 - `turn`: end-of-turn delay (endpoint minus the true end of the voice, audio time) on 20
   complete questions per voice and noise, and false cut-offs on 20 questions with a pause of
   0.5-0.9 s in mid-sentence (`testkit/pauses.py`), with the turn model and with
@@ -12,9 +13,6 @@ same logic the server runs live), so they measure the same on a busy or an idle 
   (`[turn] speaker_floor_ms`, engines/turn/speaker.py) against one long limit for all: the
   complete questions first (end of turn, those over 900 ms, and separately the turns whose
   words were misheard), then the paused ones (false cut-offs), each condition its own speaker;
-- `human` (with `--human-dir`): real English speech without references (the silero-vad
-  sdist's `tests/data/test.wav` and `examples/c++/aepyx.wav`): no crash, no runaway text,
-  agreement between Whisper base and tiny.en.
 The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a real clock:
 - `realtime`: N utterances played at microphone pace; final transcript after the endpoint,
   endpoint and final after the true end of the voice. Inflated on a shared machine: the
@@ -23,7 +21,7 @@ The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a r
     .venv/bin/python bench/asr.py [--sections wer,turn,session,realtime] [--model base|tiny.en]
         [--pause-ms 200] [--decode-ahead-ms 80] [--turn smart-turn-v3.2|none]
         [--turn-runtime onnxruntime|torch] [--turn-device cpu|cuda] [--speaker-floor-ms 700]
-        [--human-dir DIR] [--limit N]
+        [--voices piper,espeak,kokoro:am_michael] [--snrs 15,5] [--limit N]
 """
 
 from __future__ import annotations
@@ -59,9 +57,8 @@ from testkit.speech import Engine, add_noise, synth, voiced_bounds  # noqa: E402
 
 SR = 16000
 LEAD_S, TAIL_S = 0.5, 2.0
-SNR_DB = 15.0
-VOICES: tuple[Engine, ...] = ("piper", "espeak")
-NOISES = ("clean", "noisy")
+VOICES = ("piper", "espeak")  # or "kokoro:NAME" (`--voices`)
+NOISES = ("clean", "15 dB")  # clean, or white noise at that SNR (`--snrs`)
 SENTENCES = (
     "Hello there.",
     "What time is it?",
@@ -101,23 +98,31 @@ class Clip:
 def _place(pcm: np.ndarray, text: str, noise: str) -> np.ndarray:
     lead, tail = np.zeros(int(LEAD_S * SR), np.int16), np.zeros(int(TAIL_S * SR), np.int16)
     audio = np.concatenate([lead, pcm, tail])
-    if noise == "noisy":  # add_noise measures power over the clip: relative to the speech
-        snr = SNR_DB + 10 * math.log10(pcm.shape[0] / audio.shape[0])
+    if noise != "clean":  # add_noise measures power over the clip: relative to the speech
+        snr = float(noise.split()[0]) + 10 * math.log10(pcm.shape[0] / audio.shape[0])
         audio = add_noise(audio, snr, seed=zlib.crc32(text.encode()) % 1000)
     return audio
 
 
-def sentence_clip(text: str, voice: Engine, noise: str) -> Clip:
-    speech = synth(text, voice)
+def _engine(voice: str) -> tuple[Engine, str | None]:
+    """"kokoro:am_michael" -> ("kokoro", "am_michael"); "espeak" -> ("espeak", None)."""
+    engine, _, name = voice.partition(":")
+    assert engine in ("piper", "espeak", "kokoro"), voice
+    return engine, name or None  # type: ignore[return-value]
+
+
+def sentence_clip(text: str, voice: str, noise: str) -> Clip:
+    engine, name = _engine(voice)
+    speech = synth(text, engine, voice=name)
     first, last = voiced_bounds(speech)
     speech = speech[first:last]
     return Clip(text, voice, noise, _place(speech, text, noise), LEAD_S + speech.shape[0] / SR)
 
 
-def paused_clip(k: int, voice: Engine, noise: str) -> Clip:
+def paused_clip(k: int, voice: str, noise: str) -> Clip:
     prefix, rest = PAUSE_QUESTIONS[k]
     pause_s = 0.5 + 0.1 * (k % 5)  # 0.5 .. 0.9 s
-    ps = paused_question(prefix, rest, pause_s, voice)
+    ps = paused_question(prefix, rest, pause_s, *_engine(voice))
     audio = _place(ps.pcm, ps.text, noise)
     pause = (LEAD_S + ps.pause_start, LEAD_S + ps.pause_end)
     return Clip(ps.text, voice, noise, audio, LEAD_S + ps.pcm.shape[0] / SR, pause)
@@ -130,13 +135,13 @@ def ms(values: list[float]) -> str:
 Hear = Callable[[Clip], list[HeardUtterance]]
 
 
-def section_wer(hear: Hear, limit: int) -> None:
+def section_wer(hear: Hear, limit: int, voices: list[str], noises: list[str]) -> None:
     print("\n| voice | noise | WER | partials per utterance | partial decode CPU-s per s "
           "of speech | utterances per sentence |")
     print("|---|---|---|---|---|---|")
-    pooled: dict[str, tuple[list[str], list[str]]] = {n: ([], []) for n in NOISES}
-    for voice in VOICES:
-        for noise in NOISES:
+    pooled: dict[str, tuple[list[str], list[str]]] = {n: ([], []) for n in noises}
+    for voice in voices:
+        for noise in noises:
             clips = [sentence_clip(s, voice, noise) for s in SENTENCES[:limit]]
             heard = [hear(c) for c in clips]
             refs, hyps = [c.text for c in clips], [" ".join(u.text for u in h) for h in heard]
@@ -152,7 +157,7 @@ def section_wer(hear: Hear, limit: int) -> None:
                 if word_error_rate([ref], [hyp]) > 0:
                     print(f"#   {voice}-{noise}: {ref!r} -> {hyp!r}", file=sys.stderr)
     for noise, (refs, hyps) in pooled.items():
-        print(f"| both | {noise} | {word_error_rate(refs, hyps) * 100:.1f}% | | | |")
+        print(f"| all | {noise} | {word_error_rate(refs, hyps) * 100:.1f}% | | | |")
 
 
 def _cut_off(clip: Clip, heard: list[HeardUtterance]) -> bool:
@@ -171,15 +176,16 @@ def _hangover_cut_off(clip: Clip, vad: VadConfig) -> bool:
     return False
 
 
-def section_turn(hear: Hear, vad: VadConfig, limit: int) -> None:
+def section_turn(hear: Hear, vad: VadConfig, limit: int, voices: list[str],
+                 noises: list[str]) -> None:
     print("\n| voice | noise | complete questions: end of turn after the voice p50 / p95 ms "
           "| ended by the model | split into 2+ turns | mid-sentence pause 0.5-0.9 s: false "
           "cut-offs (turn model) | false cut-offs (400 ms hangover, today) | paused questions "
           "not cut: end of turn p50 / p95 ms, ended by the model |")
     print("|---|---|---|---|---|---|---|---|")
     totals = [0, 0, 0]
-    for voice in VOICES:
-        for noise in NOISES:
+    for voice in voices:
+        for noise in noises:
             complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
             delays, by_model, split = [], 0, 0
             for clip in complete:
@@ -218,14 +224,14 @@ def _session(clips: list[Clip], hear: Callable[[Clip, SpeakerPauses | None],
 
 
 def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtterance]],
-                    turn: TurnConfig, limit: int) -> None:
+                    turn: TurnConfig, limit: int, voices: list[str], noises: list[str]) -> None:
     print("\n| voice | noise | speaker's pauses | complete questions: end of turn p50 / p95 "
           "ms | over 900 ms | misheard (WER > 0): end of turn p50 / max ms | ended by the "
           "speaker's limit | mid-sentence pause 0.5-0.9 s: false cut-offs |")
     print("|---|---|---|---|---|---|---|---|")
     cut_total = {"learnt": 0, "one limit": 0}
-    for voice in VOICES:
-        for noise in NOISES:
+    for voice in voices:
+        for noise in noises:
             complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
             paused = [paused_clip(k, voice, noise)
                       for k in range(min(limit, len(PAUSE_QUESTIONS)))]
@@ -258,31 +264,6 @@ def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtter
     print(f"\nFalse cut-offs overall: learnt {cut_total['learnt']}, one limit "
           f"{cut_total['one limit']} (floor {turn.speaker_floor_ms} ms, ceiling "
           f"{turn.max_silence_ms} ms).")
-
-
-def section_human(directory: Path, asr: StreamingASR, turn: TurnConfig,
-                  model: TurnModel | None) -> None:
-    from engines.pcm import read_audio
-
-    tiny = create_asr(AsrConfig(model="tiny.en"))
-    print("\n| file | audio s | utterances (base) | longest utterance s | words per s (base) | "
-          "max chars per s of an utterance | base vs tiny.en word disagreement | compute s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for path in sorted(directory.glob("*.wav")):
-        audio = read_audio(path, SR)
-        audio = np.concatenate([audio, np.zeros(2 * SR, np.int16)])
-        start = time.perf_counter()
-        heard = listen(audio, asr, turn=turn, turn_model=model)
-        took = time.perf_counter() - start
-        other = listen(audio, tiny, turn=turn, turn_model=model)
-        text = " ".join(u.text for u in heard)
-        lengths = [u.voice_end - u.onset for u in heard if u.reason != "open"]
-        rate = max((len(u.text) / max(u.voice_end - u.onset, 0.5) for u in heard), default=0.0)
-        disagree = word_error_rate([text], [" ".join(u.text for u in other)])
-        print(f"| {path.name} | {audio.shape[0] / SR:.0f} | {len(heard)} | "
-              f"{max(lengths, default=0):.1f} | {len(text.split()) / (audio.shape[0] / SR):.2f} "
-              f"| {rate:.0f} | {disagree * 100:.0f}% | {took:.0f} |")
-        print(f"#   {path.name}: {text[:300]}", file=sys.stderr)
 
 
 def section_realtime(asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
@@ -332,7 +313,9 @@ def main() -> None:
                         help="turn.speaker_floor_ms (0 = one long limit for every speaker)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
     parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
-    parser.add_argument("--human-dir", type=Path, help="folder of real-speech .wav files")
+    parser.add_argument("--voices", default=",".join(VOICES),
+                        help="piper, espeak, kokoro:NAME (comma-separated)")
+    parser.add_argument("--snrs", default="15", help="noisy conditions: SNR dB, comma-separated")
     args = parser.parse_args()
 
     asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt))
@@ -364,14 +347,14 @@ def main() -> None:
           f"long limit {turn.max_silence_ms} ms; "
           f"1-min load average {os.getloadavg()[0]:.1f}")
     print(f"Command: `.venv/bin/python bench/asr.py {' '.join(sys.argv[1:])}`")
+    voices = args.voices.split(",")
+    noises = ["clean", *(f"{float(db):g} dB" for db in args.snrs.split(",") if db)]
     if "wer" in sections:
-        section_wer(hear, args.limit)
+        section_wer(hear, args.limit, voices, noises)
     if "turn" in sections:
-        section_turn(hear, vad, args.limit)
+        section_turn(hear, vad, args.limit, voices, noises)
     if "session" in sections:
-        section_session(hear_as, turn, args.limit)
-    if "human" in sections and args.human_dir:
-        section_human(args.human_dir, asr, turn, model)
+        section_session(hear_as, turn, args.limit, voices, noises)
     if "realtime" in sections:
         section_realtime(asr, vad, turn, model, args.limit)
 

@@ -74,9 +74,10 @@ class PausedSpeech:
     text: str
 
 
-def _boundary_ms(prefix: str, sentence: str, engine: Engine) -> float:
-    spoken = [p for p in synth_with_timings(prefix, engine).phonemes if p.phoneme != "_"]
-    full = synth_with_timings(sentence, engine).phonemes
+def _boundary_ms(prefix: str, sentence: str, engine: Engine, voice: str | None) -> float:
+    spoken = [p for p in synth_with_timings(prefix, engine, voice=voice).phonemes
+              if p.phoneme != "_"]
+    full = synth_with_timings(sentence, engine, voice=voice).phonemes
     words = [p for p in full if p.phoneme != "_"]
     t = words[len(spoken)].start_ms
     for p in full:  # piper marks word gaps with "_": cut in the middle of the gap
@@ -86,11 +87,11 @@ def _boundary_ms(prefix: str, sentence: str, engine: Engine) -> float:
 
 
 def paused_question(
-    prefix: str, rest: str, pause_s: float, engine: Engine = "piper"
+    prefix: str, rest: str, pause_s: float, engine: Engine = "piper", voice: str | None = None
 ) -> PausedSpeech:
     sentence = f"{prefix} {rest}"
-    pcm = synth(sentence, engine)
-    cut = int(_boundary_ms(prefix, sentence, engine) * SR / 1000)
+    pcm = synth(sentence, engine, voice=voice)
+    cut = int(_boundary_ms(prefix, sentence, engine, voice) * SR / 1000)
     first, last = voiced_bounds(pcm)
     head = pcm[first:cut].astype(np.float64)
     tail = pcm[cut:last].astype(np.float64)
