@@ -16,7 +16,11 @@ the audio track actually played).
   does with coughs and hums, unless a word means stop) the answer resumes from the start of
   the word it was cut in; otherwise (more than two words heard, a stop word, or speech longer
   than `false_interruption_max_ms`) the turn is interrupted and the new words get their
-  answer. `resume_false_interruption = false` interrupts at once instead.
+  answer. `resume_false_interruption = false` interrupts at once instead. The rule judges the whole
+  interruption, not its first utterance: one with words that looks false ("This." where the
+  endpointer ended it at the speaker's first pause) keeps the answer paused for
+  `false_interruption_wait_ms`, and speech in that time joins it (seen on a 2-core VM: a
+  question cut to "This." was judged false and the rest of it never answered).
 - A new final transcript while a turn is still thinking replaces that turn (texts joined).
 - Unsure of the words (the ASR's confidence below `unsure_below`): the agent asks back
   instead of answering a question nobody asked: about the deployment's topic the words sound
@@ -30,6 +34,7 @@ the audio track actually played).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import AsyncGenerator
@@ -131,6 +136,8 @@ class _BargeIn:
     utterance_id: int
     turn: Turn
     onset: float  # clock time the user's speech began
+    heard: str = ""  # the words of its utterances so far, when the user went on after one
+    waiting: bool = False  # looked false: the answer waits for more speech (`_hold`)
 
 
 class AgentBehaviour:
@@ -189,6 +196,9 @@ class AgentBehaviour:
     # --- HearingListener --------------------------------------------------------------------
 
     def on_speech_start(self, utterance_id: int) -> None:
+        barge = self._barge
+        if barge is not None and barge.waiting:  # more of the same interruption
+            self._barge = dataclasses.replace(barge, utterance_id=utterance_id, waiting=False)
         self._utterance_turn = {utterance_id: self._next_id()}
         self._session.emit(UserSpeech(turn_id=self._utterance_turn[utterance_id], speaking=True))
         if self._config.warm_llm and self._turn is None and self.history:
@@ -280,17 +290,20 @@ class AgentBehaviour:
             Transcript(turn_id=self._turn_id(utterance.id), text=utterance.text, final=True)
         )
         barge = self._barge
+        heard = utterance.text
         if barge is not None and barge.utterance_id == utterance.id:
             self._barge = None
+            heard = f"{barge.heard} {utterance.text}".strip()
             voiced_s = utterance.voice_end - barge.onset
             short_s = self._config.false_interruption_short_ms / 1000
-            if is_false_interruption(utterance.text, voiced_s, short_s) and (
-                barge.turn is self._turn
-            ):
-                session.log.info("false interruption (%r): resuming", utterance.text)
-                session.metrics.false_interruptions.inc()
-                barge.turn.resume()
-                self._update_state()
+            if is_false_interruption(heard, voiced_s, short_s) and barge.turn is self._turn:
+                wait_s = self._config.false_interruption_wait_ms / 1000
+                if utterance.text and wait_s > 0:  # words: the user may be going on
+                    self._barge = dataclasses.replace(barge, heard=heard, waiting=True)
+                    session.tasks.spawn(f"barge-{utterance.id}-hold",
+                                        self._hold(self._barge, wait_s))
+                    return
+                self._resume(barge, heard)
                 return
             if barge.turn is self._turn:
                 self._stop(barge.turn)
@@ -309,7 +322,7 @@ class AgentBehaviour:
         if turn is not None and turn.phase in ("speaking", "paused"):
             session.log.info("ignored a short remark while speaking: %r", utterance.text)
             return
-        text = utterance.text
+        text = heard
         if turn is not None and turn.phase == "thinking" and turn.utterance_id is not None:
             text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking turn
             self._discard(turn)
@@ -322,6 +335,24 @@ class AgentBehaviour:
             self._begin(new, _chunks_of(asked, config.first_chunk_max_chars))
             return
         self._begin(new, self._answer(new, [*self.history, ChatMessage("user", text)]))
+
+    async def _hold(self, barge: _BargeIn, wait_s: float) -> None:
+        """A false-looking interruption with words: the answer resumes unless the user goes
+        on within `wait_s` (then `on_speech_start` has made that speech part of it)."""
+        clock = self._session.clock
+        await clock.sleep_until(clock.time() + wait_s)
+        if self._barge is barge:
+            self._barge = None
+            self._resume(barge, barge.heard)
+
+    def _resume(self, barge: _BargeIn, heard: str) -> None:
+        session = self._session
+        if barge.turn is not self._turn:
+            return
+        session.log.info("false interruption (%r): resuming", heard)
+        session.metrics.false_interruptions.inc()
+        barge.turn.resume()
+        self._update_state()
 
     def _unsure(self, utterance: Utterance) -> bool:
         """The ASR was unsure of these words (`[agent] unsure_below`): ask back rather than

@@ -131,6 +131,9 @@ class AgentConfig:
     # A barge-in shorter than this with at most two words (none of them "stop", "wait", ...)
     # is a false interruption too: Whisper writes coughs and hums as a word or two.
     false_interruption_short_ms: int = 700
+    # An interruption with words that looks false ("This.") is judged on all the user says:
+    # the answer stays paused this long for more speech, which joins it; 0 = judged at once
+    false_interruption_wait_ms: int = 600
     # Start the LLM on the stable partial transcript when the user pauses, before the endpoint.
     start_early: bool = True
     # With start_early: start it sooner, on the early pause decode's text (`[vad]
@@ -181,6 +184,8 @@ class AgentConfig:
                 "barge_in_min_ms, lead_ms, runway_ms and max_sentences must be >= 0, "
                 "max_new_tokens >= 1"
             )
+        if not 0 <= self.false_interruption_wait_ms <= 5000:
+            raise ValueError("false_interruption_wait_ms must be within 0..5000")
         if not 0.0 <= self.unsure_below < 1.0:
             raise ValueError("unsure_below must be within [0, 1)")
         try:

@@ -207,6 +207,7 @@ async def test_a_false_interruption_resumes_where_it_was_cut(h: Harness, remark:
     assert turn.phase == "paused"
     await h.listen(0.4)
     h.agent.on_final(h.utterance(2, remark))
+    await h.settle()  # (words: after `false_interruption_wait_ms` without more speech)
     assert turn.phase == "speaking" and h.states()[-2:] == ["listening", "speaking"]
     await h.listen(speech_duration(REPLY) + 1.5)
     assert turn.is_done and not turn.interrupted
@@ -217,6 +218,28 @@ async def test_a_false_interruption_resumes_where_it_was_cut(h: Harness, remark:
     # Each chunk announced once, though one of them was played twice.
     assert [e["text"] for e in h.sent("agent_text") if e["text"]] == [
         c.text for c in turn.chunks]
+
+
+async def test_an_interruption_is_judged_on_all_its_words_not_its_first(h: Harness) -> None:
+    """The endpointer ended the interrupting question at its first pause ("This."): alone
+    it looks false, but the user goes on within `false_interruption_wait_ms`, so the rest joins
+    it, the answer stops and the whole question is answered."""
+    await h.ask(1, "Tell me.")
+    await h.listen(0.5)
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, voiced_ms=200)
+    h.agent.on_final(h.utterance(2, "This."))
+    assert turn.phase == "paused"  # not resumed yet: the user may go on
+    h.agent.on_speech_start(3)  # ... and does, before the wait ran out
+    await h.settle()
+    assert turn.phase == "paused" and not h.session.metrics.false_interruptions._value.get()  # noqa: SLF001
+    h.agent.on_voice(3, voiced_ms=300)
+    h.agent.on_final(h.utterance(3, "is the capital of Japan?"))
+    await h.listen(speech_duration(REPLY) + 1.0)
+    assert turn.is_done and turn.interrupted
+    assert h.llm.calls[-1][-1] == ChatMessage("user", "This. is the capital of Japan?")
 
 
 async def test_a_long_barge_in_without_words_is_a_real_interruption(h: Harness) -> None:
@@ -358,6 +381,7 @@ async def test_a_short_sound_heard_as_two_words_resumes_but_stop_ends(h: Harness
     h.agent.on_partial(2, "Emma")  # not enough to decide
     assert turn.phase == "paused"
     h.agent.on_final(h.utterance(2, "Emma Chen."))  # 0.2 s of voice + the pause: short
+    await h.settle()  # no more speech within `false_interruption_wait_ms`: resumed
     assert turn.phase == "speaking"
     await h.listen(0.3)
     h.agent.on_speech_start(3)
