@@ -14,6 +14,7 @@ the sessions' chunks into one call on the face thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -197,7 +198,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     if problem is not None:
         raise ConfigError(problem)
     fitted = fitted or fit(config)
-    config = fitted.apply(config)
+    config = biased(fitted.apply(config), facts)
 
     asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
     warm_up = getattr(asr, "warm_up", None)
@@ -222,6 +223,21 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
     return engines
+
+
+def biased(config: Config, facts: str) -> Config:
+    """`config` with Whisper's prompt made of the deployment's words (`[asr] bias`), where no
+    prompt is set and the conversation is in English (Chinese keeps its script prompt)."""
+    from engines.text.vocabulary import prompt_from
+
+    asr = config.asr
+    if not asr.bias or asr.prompt is not None or asr.language != "en":
+        return config
+    prompt = prompt_from(facts, (config.llm.agent_name,)) if facts else ""
+    if not prompt:
+        return config
+    logger.info("ASR prompt from the facts file: %d words", len(prompt.split()))
+    return dataclasses.replace(config, asr=dataclasses.replace(asr, prompt=prompt))
 
 
 def face_batcher(

@@ -39,3 +39,22 @@ def test_a_topic_is_guessed_only_where_the_words_sound_like_it() -> None:
         "Phone support")
     assert guess_topic("What is the capital of France?", topics) is None
     assert guess_topic("", topics) is None
+
+
+def test_whisper_s_prompt_is_the_deployment_s_words_only_where_asked_and_english() -> None:
+    import dataclasses
+
+    from engines.asr import AsrConfig
+    from rtc_server.config import Config
+    from rtc_server.engine_set import biased
+
+    config = Config()
+    prompt = biased(config, FACTS).asr.prompt
+    assert prompt is not None and prompt.startswith("Ava, Harbor Street Bank")
+    assert biased(config, "").asr.prompt is None  # no facts: Whisper's own default
+    own = dataclasses.replace(config, asr=AsrConfig(prompt="Mine."))
+    assert biased(own, FACTS).asr.prompt == "Mine."  # a prompt set is kept
+    off = dataclasses.replace(config, asr=AsrConfig(bias=False))
+    assert biased(off, FACTS).asr.prompt is None
+    chinese = dataclasses.replace(config, asr=AsrConfig(language="zh"))
+    assert biased(chinese, FACTS).asr.prompt is None  # keeps the Simplified-script prompt
