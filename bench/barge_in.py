@@ -65,8 +65,9 @@ QUESTIONS = (
 # offline, from the clean file (WER 1.4 on "Who wrote Romeo and Juliet?").
 VOICES: tuple[tuple[Engine, str | None, float], ...] = (
     ("piper", None, 1.0), ("espeak", "en-us", 1.0), ("piper", None, 0.85),
-    ("espeak", "en-us+m3", 1.0),
+    ("espeak", "en-us+m3", 1.0), ("kokoro", "am_eric", 1.0), ("espeak", "en-gb+f2", 1.0),
 )
+DETECTED_MS = 1500.0  # the agent's audio stopped this soon after the interruption began
 FALSE = ("cough", "clicks", "mm-hm", "yeah", "okay", "right")
 LOUD_RMS = 200.0
 LEAD_S = 0.5
@@ -261,6 +262,16 @@ def report(trials: list[Trial], args: argparse.Namespace, mode: str, label: str)
         these = [t for t in false if t.kind == kind]
         if these:
             lines.append(f"| - {kind} | {sum(t.ended for t in these)}/{len(these)} ended |")
+    lines += ["", "| voice | detected (stopped within 1.5 s) | stop p50 ms | WER | answered |",
+              "| --- | --- | --- | --- | --- |"]
+    for voice in by_voice:
+        these = [t for t in valid if t.voice == voice]
+        hit = [t.stop_ms for t in these if t.stop_ms <= DETECTED_MS]
+        lines.append(f"| {voice} | {len(hit)}/{len(these)} | "
+                     f"{pct(hit, 0.5) if hit else float('nan'):.0f} | "
+                     f"{np.mean(by_voice[voice]) if by_voice[voice] else float('nan'):.2f} | "
+                     f"{sum(t.answered for t in real if t.voice == voice)}/"
+                     f"{sum(t.voice == voice for t in real)} |")
     skipped = len(real) - len(valid)
     if skipped:
         lines.append(f"\n{skipped} trial(s) talked over a pause between chunks (not timed).")
