@@ -233,8 +233,9 @@ def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtter
     for voice in voices:
         for noise in noises:
             complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
-            paused = [paused_clip(k, voice, noise)
-                      for k in range(min(limit, len(PAUSE_QUESTIONS)))]
+            paused = [paused_clip(k, voice, noise)  # (cut at a word gap: piper, espeak-ng)
+                      for k in range(min(limit, len(PAUSE_QUESTIONS)))
+                      if _engine(voice)[0] != "kokoro"]
             for mode in ("one limit", "learnt"):
                 speaker = speaker_pauses(turn) if mode == "learnt" else None
                 heard = _session(complete, hear, speaker)
