@@ -56,7 +56,7 @@ def test_a_gpu_shell_script_parses_and_names_its_command(script: str) -> None:
 @pytest.mark.slow
 def test_asr_one_sentence_per_voice_and_noise() -> None:
     out = bench("bench/asr.py", "--sections", "wer", "--limit", "1")
-    for row in ("| piper | clean |", "| piper | noisy |", "| espeak | clean |", "| both | noisy |"):
+    for row in ("| piper | clean |", "| piper | 15 dB |", "| espeak | clean |", "| all | 15 dB |"):
         assert row in out
 
 
