@@ -47,10 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.stats import pct  # noqa: E402
 from engines.asr import AsrConfig, create_asr  # noqa: E402
 from engines.asr.base import StreamingASR  # noqa: E402
-from engines.asr.offline import HeardUtterance, listen, speaker_pauses  # noqa: E402
+from engines.asr.offline import HeardUtterance, listen  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
 from engines.turn import TurnConfig, TurnModel, load_turn_model  # noqa: E402
-from engines.turn.speaker import SpeakerPauses  # noqa: E402
+from engines.turn.speaker import SpeakerPauses, speaker_pauses  # noqa: E402
 from engines.vad import SpeechEnded, VadConfig, create_endpointer  # noqa: E402
 from testkit.pauses import COMPLETE_QUESTIONS, PAUSE_QUESTIONS, paused_question  # noqa: E402
 from testkit.speech import Engine, add_noise, synth, voiced_bounds  # noqa: E402

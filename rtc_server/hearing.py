@@ -66,7 +66,7 @@ from engines.turn.policy import (
     sure_early,
     text_end_matters,
 )
-from engines.turn.speaker import SpeakerPauses
+from engines.turn.speaker import bounded_wait, speaker_pauses
 from engines.turn.text_end import TextEnd, normalized
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
@@ -195,9 +195,7 @@ class Hearing:
         self._text_end = text_end if self._turn.text_end_threshold else None
         max_silence = self._turn.max_silence_ms if self._model is not None else None
         self._endpointer = create_endpointer(vad, max_silence_ms=max_silence)
-        floor = self._turn.speaker_floor_ms
-        self._speaker = (SpeakerPauses(floor, self._turn.max_silence_ms)
-                         if max_silence is not None and floor else None)
+        self._speaker = speaker_pauses(self._turn) if self._model is not None else None
         self._longest_pause = 0.0  # in the current utterance (the speaker spoke on after it)
         self._cut_at: float | None = None  # voice end (stream s) of a turn the limit ended
         self._clock = clock
@@ -265,8 +263,7 @@ class Hearing:
             self._longest_pause = 0.0
             if self._cut_at is not None and self._speaker is not None:
                 silence_ms = (event.t - self._cut_at) * 1000
-                if silence_ms < self._speaker.ceiling_ms:  # they spoke on: a pause, not an end
-                    self._speaker.cut_off(silence_ms)
+                if self._speaker.cut_off(silence_ms):  # they spoke on: a pause, not an end
                     logger.info("cut off by the speaker's limit: they spoke on after %.0f ms",
                                 silence_ms)
             self._cut_at = None
@@ -416,16 +413,14 @@ class Hearing:
                     audio = recheck_window(self._endpointer.turn_audio(), silence, at)
                     self._tasks.spawn(f"turn-again-{pause.pause_id}",
                                       self._check_again(pause, audio, at))
-        wait = pause.after_ms
-        limit = self._speaker.limit_ms() if self._speaker is not None else None
-        if limit is not None and (wait is None or limit < wait):
-            wait = limit  # silent longer than this speaker ever paused: whatever the words say
+        # Silent longer than this speaker ever paused: the turn ends whatever the words say.
+        wait, by_speaker = bounded_wait(pause.after_ms, self._speaker)
         if wait is None or self._endpointer.trailing_silence_ms < wait:
             return
-        if wait is limit:
-            pause.speaker_limit = limit
+        if by_speaker:
+            pause.speaker_limit = wait
             logger.debug("pause %d: the speaker's limit (%.0f ms) ended it", pause.pause_id,
-                         limit)
+                         wait)
         pause.after_ms, pause.fired = None, True
         ended = self._endpointer.verdict(pause.pause_id, True)
         if ended is not None:

@@ -26,6 +26,7 @@ from rtc_server.agent import (
     is_real_interruption,
 )
 from rtc_server.hearing import Utterance
+from rtc_server.turn import Turn
 from tests.support.fakes import use_level_detector, words
 from tests.support.turns import REPLY, Harness, speech_duration
 
@@ -220,16 +221,22 @@ async def test_a_false_interruption_resumes_where_it_was_cut(h: Harness, remark:
         c.text for c in turn.chunks]
 
 
-async def test_an_interruption_is_judged_on_all_its_words_not_its_first(h: Harness) -> None:
-    """The endpointer ended the interrupting question at its first pause ("This."): alone
-    it looks false, but the user goes on within `false_interruption_wait_ms`, so the rest joins
-    it, the answer stops and the whole question is answered."""
+async def barged_in(h: Harness, into_s: float) -> Turn:
+    """The answer to "Tell me." `into_s` into its voice, paused by 200 ms of utterance 2."""
     await h.ask(1, "Tell me.")
-    await h.listen(0.5)
+    await h.listen(into_s)
     turn = h.agent._turn  # noqa: SLF001
     assert turn is not None
     h.agent.on_speech_start(2)
     h.agent.on_voice(2, voiced_ms=200)
+    return turn
+
+
+async def test_an_interruption_is_judged_on_all_its_words_not_its_first(h: Harness) -> None:
+    """The endpointer ended the interrupting question at its first pause ("This."): alone
+    it looks false, but the user goes on within `false_interruption_wait_ms`, so the rest joins
+    it, the answer stops and the whole question is answered."""
+    turn = await barged_in(h, 0.5)
     h.agent.on_final(h.utterance(2, "This."))
     assert turn.phase == "paused"  # not resumed yet: the user may go on
     h.agent.on_speech_start(3)  # ... and does, before the wait ran out
@@ -372,12 +379,7 @@ def test_backchannels_and_false_interruptions() -> None:
 
 
 async def test_a_short_sound_heard_as_two_words_resumes_but_stop_ends(h: Harness) -> None:
-    await h.ask(1, "Tell me.")
-    await h.listen(0.4)
-    turn = h.agent._turn  # noqa: SLF001
-    assert turn is not None
-    h.agent.on_speech_start(2)
-    h.agent.on_voice(2, voiced_ms=200)
+    turn = await barged_in(h, 0.4)
     h.agent.on_partial(2, "Emma")  # not enough to decide
     assert turn.phase == "paused"
     h.agent.on_final(h.utterance(2, "Emma Chen."))  # 0.2 s of voice + the pause: short

@@ -37,7 +37,7 @@ from engines.turn.policy import (
     rechecked_after_ms,
     sure_early,
 )
-from engines.turn.speaker import SpeakerPauses
+from engines.turn.speaker import SpeakerPauses, bounded_wait, speaker_pauses
 from engines.vad import VadConfig, create_endpointer
 from engines.vad import base as events
 
@@ -55,7 +55,6 @@ class PauseCheck:
     complete: bool  # the verdict at the pause itself
     complete_after_ms: float | None = None  # the silence that ends the turn (None: the limit)
     recheck_probability: float | None = None  # the turn model's, asked again (`recheck_ms`)
-    speaker_limit_ms: float | None = None  # the speaker's learnt limit then (None: off)
 
 
 @dataclass
@@ -143,9 +142,7 @@ class _Listener:
             self.close()
             last = self.utterances[-1] if self.utterances else None
             if self._speaker is not None and last is not None and last.by_speaker_limit:
-                silence_ms = (event.t - last.voice_end) * 1000
-                if silence_ms < self._speaker.ceiling_ms:  # spoke on: it was a pause
-                    self._speaker.cut_off(silence_ms)
+                self._speaker.cut_off((event.t - last.voice_end) * 1000)
             self._stream, self._paused, self._early = self._asr.open(), False, None
             self._due = None
             self._ahead.start(event.audio)
@@ -192,10 +189,9 @@ class _Listener:
             after = complete_after_ms(probability, paused, self._turn, self._pause_ms)
         silence_ms = self._endpointer.trailing_silence_ms
         complete = after is not None and silence_ms >= after
-        limit = self._speaker.limit_ms() if self._speaker is not None else None
         self.utterances[-1].pauses.append(PauseCheck(
             now, event.t, paused.text.strip(), paused.end_probability, probability, complete,
-            after, speaker_limit_ms=limit,
+            after,
         ))
         if after is not None and not complete:
             self._set_due(event.pause_id, after)
@@ -239,17 +235,8 @@ class _Listener:
     def _set_due(self, pause_id: int, after: float | None) -> None:
         """The silence that ends this pause's turn: the evidence's verdict `after`, or the
         speaker's learnt limit where that comes first (as `Hearing._decide` does live)."""
-        limit = self._speaker.limit_ms() if self._speaker is not None else None
-        self._by_speaker = limit is not None and (after is None or limit < after)
-        wait = limit if self._by_speaker else after
+        wait, self._by_speaker = bounded_wait(after, self._speaker)
         self._due = None if wait is None else (pause_id, wait)
-
-
-def speaker_pauses(turn: TurnConfig) -> SpeakerPauses | None:
-    """A new speaker's record for `listen`, as a session starts one (None: learning off)."""
-    if not turn.enabled or not turn.speaker_floor_ms:
-        return None
-    return SpeakerPauses(turn.speaker_floor_ms, turn.max_silence_ms)
 
 
 def listen(

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from engines.turn.config import TurnConfig
+
 TURNS_NEEDED = 1  # utterances heard before the limit moves off the ceiling
 MEMORY = 8  # utterances whose longest silence counts (a speaker's habit drifts)
 SCALE = 1.5
@@ -44,15 +46,18 @@ class SpeakerPauses:
         speaker spoke on (0 when they never paused)."""
         self._longest.append(longest_silence_ms)
 
-    def cut_off(self, silence_ms: float) -> None:
+    def cut_off(self, silence_ms: float) -> bool:
         """An utterance this limit ended was followed by speech after `silence_ms` of
-        silence: that was a pause inside the turn, and the record says so at once (on the
-        latest utterance's record: the limit reads their maximum, so which one holds it
-        does not matter)."""
+        silence: within the ceiling, that was a pause inside the turn, and the record says so
+        at once (on the latest utterance's record: the limit reads their maximum, so which one
+        holds it does not matter). Returns whether it was."""
+        if silence_ms >= self.ceiling_ms:
+            return False  # a new turn, not a pause
         if self._longest:
             self._longest[-1] = max(self._longest[-1], silence_ms)
         else:
             self._longest.append(silence_ms)
+        return True
 
     @property
     def utterances(self) -> int:
@@ -65,3 +70,21 @@ class SpeakerPauses:
             return float(self.ceiling_ms)
         wanted = SCALE * max(self._longest) + MARGIN_MS
         return float(min(self.ceiling_ms, max(self.floor_ms, wanted)))
+
+
+def speaker_pauses(turn: TurnConfig) -> SpeakerPauses | None:
+    """A new speaker's record, as a session starts one (None: a turn model off, or learning
+    off with `speaker_floor_ms = 0`)."""
+    if not turn.enabled or not turn.speaker_floor_ms:
+        return None
+    return SpeakerPauses(turn.speaker_floor_ms, turn.max_silence_ms)
+
+
+def bounded_wait(after_ms: float | None, speaker: SpeakerPauses | None
+                 ) -> tuple[float | None, bool]:
+    """The silence that ends a pause's turn: the evidence's verdict `after_ms` (None: never),
+    or the speaker's limit where that comes first; and whether it is the speaker's limit."""
+    limit = speaker.limit_ms() if speaker is not None else None
+    if limit is not None and (after_ms is None or limit < after_ms):
+        return limit, True
+    return after_ms, False

@@ -34,7 +34,9 @@ def test_a_cut_off_raises_the_limit_at_once() -> None:
     speaker = SpeakerPauses(700, 1500)
     speaker.heard(0.0)
     assert speaker.limit_ms() == 700
-    speaker.cut_off(850.0)  # they spoke on 850 ms after the turn this limit ended
+    assert not speaker.cut_off(1600.0)  # past the ceiling: a new turn, not a pause
+    assert speaker.limit_ms() == 700
+    assert speaker.cut_off(850.0)  # they spoke on 850 ms after the turn this limit ended
     assert speaker.limit_ms() == 1500
 
 
