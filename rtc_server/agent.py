@@ -329,6 +329,9 @@ class AgentBehaviour:
         new = self._new_turn(self._turn_id(utterance.id), text, utterance.id)
         self._confirm(new, utterance)
         if unsure:
+            session.log.info("unsure of the words (confidence %.2f): asking back",
+                             utterance.confidence)
+            session.metrics.unsure_turns.inc()
             config = self._config
             asked = clarifying_question(text, self._engines.topics, config.clarify_topic,
                                         config.clarify_again)
@@ -358,11 +361,8 @@ class AgentBehaviour:
         """The ASR was unsure of these words (`[agent] unsure_below`): ask back rather than
         answer a misheard question."""
         confidence = utterance.confidence
-        if confidence is None or confidence >= self._config.unsure_below or not utterance.text:
-            return False
-        self._session.log.info("unsure of the words (confidence %.2f): asking back", confidence)
-        self._session.metrics.unsure_turns.inc()
-        return True
+        return bool(utterance.text) and confidence is not None and (
+            confidence < self._config.unsure_below)
 
     # --- TurnHost ---------------------------------------------------------------------------
 

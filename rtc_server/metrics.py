@@ -35,7 +35,7 @@ class Metrics:
             registry=self.registry,
         )
         self.unsure_turns = Counter(
-            "rtc_unsure_turns", "Questions the ASR was unsure of (the model may ask back)",
+            "rtc_unsure_turns", "Questions the ASR was unsure of, asked back",
             registry=self.registry,
         )
         self.barge_in_ms = Histogram(
