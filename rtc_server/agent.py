@@ -46,7 +46,9 @@ import numpy as np
 from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
 from engines.text.vocabulary import guess_topic
+from engines.tools.calls import is_tool_response
 from engines.voicing import SpokenChunks
+from rtc_server.acting import Acting, FollowUp
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
 from rtc_server.events import (
@@ -61,6 +63,7 @@ from rtc_server.hearing import Hearing, Utterance
 from rtc_server.pacing import Pacing, SentenceGate, chunk_growth
 from rtc_server.session import Session
 from rtc_server.speaker import Voice
+from rtc_server.tool_runner import ToolRunner
 from rtc_server.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -154,6 +157,9 @@ class AgentBehaviour:
             on_error=session.report_error,
         )
         self.history: list[ChatMessage] = []
+        tools = engines.tools
+        self._acting = None if tools is None else Acting(
+            tools, ToolRunner(tools, session.app_client), session)
         self._turn: Turn | None = None
         self._barge: _BargeIn | None = None
         self._state: State | None = None
@@ -177,6 +183,12 @@ class AgentBehaviour:
         turn, self._turn = self._turn, None
         if turn is not None:
             await turn.interrupt()
+        if self._acting is not None:
+            await self._acting.aclose()
+
+    def tool_result(self, call_id: str, result: object) -> bool:
+        """The embedding app's result of a tool call (RTVI); False: no such call waits."""
+        return self._acting is not None and self._acting.tool_result(call_id, result)
 
     def ask(self, text: str) -> None:
         """A typed question (RTVI `send-text`), answered like a final transcript: a running
@@ -191,7 +203,7 @@ class AgentBehaviour:
         turn.mark("speech_end", now)
         turn.mark("asr_final", now)
         self._session.log.info("typed question (%d chars)", len(text))
-        self._begin(turn, self._answer(turn, [*self.history, ChatMessage("user", text)]))
+        self._begin(turn, self._reply(turn, text))
 
     # --- HearingListener --------------------------------------------------------------------
 
@@ -265,8 +277,10 @@ class AgentBehaviour:
     def _speculate(self, utterance_id: int, text: str) -> None:
         """Start answering `text` before the endpoint; nothing plays until the final confirms
         it. A speculative answer to other words of the same utterance is replaced."""
-        if not (self._config.start_early and text):
-            return
+        if not (self._config.start_early and text) or (
+            self._acting is not None and self._acting.pending is not None
+        ):
+            return  # (a read-back waits: the final words decide, never a guess)
         turn = self._turn
         if turn is not None:
             if not (turn.speculative and turn.utterance_id == utterance_id) or _same_words(
@@ -336,8 +350,8 @@ class AgentBehaviour:
             asked = clarifying_question(text, self._engines.topics, config.clarify_topic,
                                         config.clarify_again)
             self._begin(new, _chunks_of(asked, config.first_chunk_max_chars))
-            return
-        self._begin(new, self._answer(new, [*self.history, ChatMessage("user", text)]))
+            return  # (a call read back still waits for a clear yes)
+        self._begin(new, self._reply(new, text))
 
     async def _hold(self, barge: _BargeIn, wait_s: float) -> None:
         """A false-looking interruption with words: the answer resumes unless the user goes
@@ -446,6 +460,8 @@ class AgentBehaviour:
         self._stop(turn)
 
     def _real_interruption(self, why: str) -> None:
+        if self._acting is not None:
+            self._acting.cancel(f"interrupted ({why})")
         barge, self._barge = self._barge, None
         if barge is not None and not barge.turn.is_done:
             self._session.log.info("interrupted (%s)", why)
@@ -461,8 +477,45 @@ class AgentBehaviour:
             self._state = state
             self._session.set_state(state)
 
-    async def _answer(self, turn: Turn, messages: list[ChatMessage]) -> AsyncGenerator[str, None]:
+    def _reply(self, turn: Turn, text: str) -> AsyncGenerator[str, None]:
+        """The answer to the user's `text`: from the model, unless a tool call read back
+        waits for it (a clear yes runs it, a no cancels it, anything else cancels it and is
+        answered as usual)."""
+        messages = [*self.history, ChatMessage("user", text)]
+        acting = self._acting
+        reply = acting.reply(text) if acting is not None else None
+        if acting is None or reply is None:
+            return self._answer(turn, messages)
+        if reply == "yes":
+            return self._act(turn, acting.run_pending(turn, messages))
+        acting.cancel("the user said no" if reply == "no" else "no clear yes")
+        if reply == "no":
+            return _chunks_of(acting.tools.phrases.cancelled, self._config.first_chunk_max_chars)
+        return self._answer(turn, messages)
+
+    async def _act(
+        self, turn: Turn, items: AsyncGenerator[str | FollowUp, None]
+    ) -> AsyncGenerator[str, None]:
+        """Say what a tool call gives to say; then let the model answer what follows."""
+        follow = None
+        async with aclosing(items):
+            async for item in items:
+                if isinstance(item, FollowUp):
+                    follow = item
+                    continue
+                turn.mark("tool_said", self._session.clock.time())
+                async for chunk in _chunks_of(item, self._config.first_chunk_max_chars):
+                    yield chunk
+        if follow is not None:
+            async for chunk in self._answer(turn, follow.messages, tools=follow.tools):
+                yield chunk
+
+    async def _answer(
+        self, turn: Turn, messages: list[ChatMessage], *, tools: bool = True
+    ) -> AsyncGenerator[str, None]:
         clock = self._session.clock
+        call: str | None = None  # a tool call the model wrote instead of words
+        bridged = False
         pace = self._engines.fit.pace
         # No code or markdown spoken; the answer ends at `max_sentences`.
         chunks = SpokenChunks(self._config.first_chunk_max_chars, self._config.max_sentences,
@@ -474,6 +527,17 @@ class AgentBehaviour:
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
         async with aclosing(deltas):  # type: ignore[type-var]
             async for delta in deltas:
+                if isinstance(delta, Notice) and delta.kind == "tool_name":
+                    bridge = self._acting.bridge_for(delta) if self._acting and tools else None
+                    if bridge and not bridged:  # said while the arguments are decoded
+                        bridged = True
+                        turn.mark("tool_bridge", clock.time())
+                        yield bridge
+                    continue
+                if isinstance(delta, Notice) and delta.kind == "tool_call":
+                    turn.mark("tool_call", clock.time())
+                    call = str(delta)
+                    break  # closing the stream stops the generation
                 if isinstance(delta, Notice):
                     # A holding phrase, cached answer or apology: a whole sentence, spoken at
                     # once, leaving the chunker fresh so the answer's first clause is early.
@@ -496,6 +560,10 @@ class AgentBehaviour:
         for chunk in gate.flush(chunks.flush()):
             turn.mark("first_chunk", clock.time())
             yield chunk
+        if call is not None and self._acting is not None:
+            acted = self._acting.on_call(turn, call, messages, allowed=tools, bridged=bridged)
+            async for chunk in self._act(turn, acted):
+                yield chunk
 
     def _record(self, turn: Turn) -> None:
         """Keep the exchange in the history, cut to what the user heard: once per turn, and
@@ -504,11 +572,13 @@ class AgentBehaviour:
             return
         heard = turn.heard_text()
         if turn.user_text:
-            if self.history and self.history[-1].role == "user":
+            last = self.history[-1] if self.history else None
+            if last is not None and last.role == "user" and not is_tool_response(last.content):
                 previous = self.history.pop()
                 self.history.append(ChatMessage("user", f"{previous.content} {turn.user_text}"))
             else:
                 self.history.append(ChatMessage("user", turn.user_text))
+        self.history.extend(turn.tool_messages)  # each call and its result, as the model read
         if heard:
             self.history.append(ChatMessage("assistant", heard))
         del self.history[:-MAX_HISTORY_MESSAGES]

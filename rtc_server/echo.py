@@ -73,5 +73,8 @@ class EchoBehaviour:
     def ask(self, text: str) -> None:
         raise NotSupported("typed questions need agent mode (this server echoes what it hears)")
 
+    def tool_result(self, call_id: str, result: object) -> bool:
+        return False  # echo mode calls no tools
+
     async def aclose(self) -> None:
         self._utterance = None

@@ -30,6 +30,7 @@ from engines.face.base import FaceAnimator
 from engines.face.config import FaceConfig
 from engines.face.features import log_mel
 from engines.llm.base import ChatLLM
+from engines.tools.spec import ToolSet
 from engines.tts.base import TTS
 from engines.turn.base import TurnModel
 from engines.turn.text_end import TextEnd
@@ -115,6 +116,7 @@ class Engines:
     # back about when unsure of the words (engines/text/vocabulary.py)
     topics: tuple[str, ...] = ()
     face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
+    tools: ToolSet | None = None  # the deployment's tools ([llm] tools); None: it only talks
     # What the machine's calibration chose, and the rates the conversation paces itself by.
     fit: Fit = field(default_factory=lambda: Fit("fixed", None, None, None, FIXED_PACE, ()))
 
@@ -186,7 +188,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     models and settings the profile fits to this machine (`fitted`, else `profile.fit`)."""
     from engines.asr import create_asr
     from engines.face import create_face, create_smoother
-    from engines.llm import build_prompt, create_llm
+    from engines.llm import build_prompt, create_llm, load_tools
     from engines.text.vocabulary import phrases
     from engines.tts import create_tts
     from engines.turn import load_turn_model
@@ -218,7 +220,7 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     engines = Engines(
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn, text_end=text_end,
-        fit=fitted, topics=phrases(facts),
+        fit=fitted, topics=phrases(facts), tools=load_tools(config.llm),
         pools=Pools.sized(usable_cores(), device_calls(asr), device_calls(tts)),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)

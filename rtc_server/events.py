@@ -101,6 +101,30 @@ class TurnTimings:
     evidence: dict[str, float] = field(default_factory=dict)  # EVIDENCE of its end of turn
 
 
+ToolStatus = Literal[
+    "confirm", "running", "done", "failed", "timeout", "cancelled", "refused", "asked",
+]
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """A tool call of the agent (`rtc_server/acting.py`), once per change of its status:
+    `confirm` (read back, waiting for the user's yes), `running`, then `done` (with the
+    result as the model read it), `failed` or `timeout`; `cancelled` (a no, or anything but a
+    yes, or a barge-in), `refused` (not a declared tool) or `asked` (a value the user did not
+    say: the agent asked for it). A `sensitive` tool's arguments and result are `null`."""
+
+    type: ClassVar[str] = "tool_call"
+    turn_id: int
+    call_id: str
+    name: str
+    status: ToolStatus
+    arguments: dict[str, Any] | None = None
+    duration_ms: float | None = None  # running -> its end
+    result: str | None = None  # done: the result (cut to the tools' max_result_chars)
+    detail: str = ""  # why it failed, was refused or asked
+
+
 @dataclass(frozen=True)
 class ErrorEvent:
     type: ClassVar[str] = "error"
@@ -109,7 +133,8 @@ class ErrorEvent:
 
 
 Event = (
-    SessionStarted | StateChanged | UserSpeech | Transcript | AgentText | TurnTimings | ErrorEvent
+    SessionStarted | StateChanged | UserSpeech | Transcript | AgentText | TurnTimings
+    | ToolCallEvent | ErrorEvent
 )
 
 

@@ -38,6 +38,14 @@ class Metrics:
             "rtc_unsure_turns", "Questions the ASR was unsure of, asked back",
             registry=self.registry,
         )
+        self.tool_calls = Counter(
+            "rtc_tool_calls", "Tool calls by tool and outcome (done, failed, timeout, "
+            "cancelled, refused, asked)", ["tool", "outcome"], registry=self.registry,
+        )
+        self.tool_call_seconds = Histogram(
+            "rtc_tool_call_seconds", "A tool's run, from the request to its result", ["tool"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=self.registry,
+        )
         self.barge_in_ms = Histogram(
             "rtc_barge_in_ms", "User speech onset to agent audio cleared, ms",
             buckets=(100, 150, 200, 250, 300, 400, 500, 750, 1000, 2000),

@@ -26,6 +26,7 @@ from aiortc import RTCDataChannel, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from common.logs import ContextLogger
+from engines.tools.calls import ToolCall
 from media.audio import InboundAudio
 from media.clock import MediaClock, Timer
 from media.idle import FrameSource
@@ -59,6 +60,10 @@ class Behaviour(Protocol):
         """A typed question, answered like a spoken one (raises NotSupported in echo mode)."""
         ...
 
+    def tool_result(self, call_id: str, result: object) -> bool:
+        """The client's result of a tool call; False if no such call waits for one."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -70,6 +75,15 @@ class AppChannel(Protocol):
         ...
 
     def on_event(self, event: Event) -> None: ...
+
+    @property
+    def client_ready(self) -> bool:
+        """The client said it is ready (RTVI `client-ready`)."""
+        ...
+
+    def call_tool(self, call: ToolCall) -> None:
+        """Ask the client to run a tool call (its result comes to the behaviour)."""
+        ...
 
     async def aclose(self) -> None:
         """The session ends: say goodbye on the channel, if it is open."""
@@ -115,6 +129,11 @@ class Session:
     @property
     def id(self) -> str:
         return self._id
+
+    def app_client(self) -> AppChannel | None:
+        """The client app that can run tools: an RTVI client that said it is ready."""
+        app = self._app
+        return app if app is not None and app.client_ready else None
 
     @property
     def closed(self) -> bool:

@@ -27,7 +27,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from engines.llm.base import ChatMessage
 from engines.text.heard import heard_prefix
+from engines.tools.calls import ToolCall
 from media.playout import Playout
 from rtc_server.speaker import Voice, Voiced
 from rtc_server.tasks import TaskSet
@@ -110,6 +112,9 @@ class Turn:
     # The slowest preparation (TTS and face) per character seen in this answer, live, beside
     # whatever else the machine does (None before a chunk long enough to tell).
     prepare_s_per_char: float | None = None
+    calls: list[ToolCall] = field(default_factory=list)  # tool calls it ran (rtc_server/acting)
+    # Each call and its result as the model read them: the history keeps them before the answer
+    tool_messages: list[ChatMessage] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.phase = "waiting" if self.speculative else "thinking"
@@ -142,6 +147,11 @@ class Turn:
         if self.phase == "waiting":
             self._set_phase("thinking")
         self._confirmed.set()
+
+    async def wait_confirmed(self) -> None:
+        """Returns once the turn may act: at once unless it started early and the final
+        transcript has not confirmed it yet (a discarded turn is cancelled meanwhile)."""
+        await self._confirmed.wait()
 
     def pause(self) -> bool:
         """Stop the voice now but keep the rest (a possible interruption). False if it was

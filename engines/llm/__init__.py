@@ -14,10 +14,12 @@ from engines.llm.grounding import GroundedLLM
 from engines.llm.personas import persona
 from engines.llm.prompt import PromptBuilder
 from engines.llm.resilience import AnswerCache, Notice, ResilientLLM
+from engines.llm.tool_calls import ToolCallsLLM
+from engines.tools.spec import ToolSet
 
 __all__ = [
     "ChatLLM", "ChatMessage", "LLMConfig", "Notice", "PromptBuilder", "ResilientLLM",
-    "build_engine", "create_llm", "temperature_of",
+    "build_engine", "create_llm", "load_tools", "temperature_of",
 ]
 
 
@@ -27,11 +29,16 @@ def temperature_of(config: LLMConfig) -> float:
     return default if config.temperature is None else config.temperature
 
 
+def load_tools(config: LLMConfig) -> ToolSet | None:
+    """The deployment's tools (`[llm] tools`), checked now: a bad file stops start-up, named."""
+    return ToolSet.load(config.tools) if config.tools else None
+
+
 def build_prompt(config: LLMConfig) -> PromptBuilder:
-    """Persona, facts (loaded and checked now: a bad file stops start-up, named)."""
+    """Persona, facts and tools (loaded and checked now: a bad file stops start-up, named)."""
     return PromptBuilder.for_persona(
         config.persona, config.agent_name, config.knowledge, config.system_prompt,
-        language=config.language,
+        language=config.language, tools=load_tools(config),
     )
 
 
@@ -77,6 +84,8 @@ def create_llm(config: LLMConfig | None = None) -> ChatLLM:
     config = config or LLMConfig()
     prompt = build_prompt(config)
     engine = build_engine(config, prompt)
+    if config.tools:  # innermost: a call's digits are not an answer's figures
+        engine = ToolCallsLLM(engine)
     p = persona(config.persona, config.language)
     only_known = p.known_figures_only if config.known_figures_only is None else (
         config.known_figures_only)

@@ -58,6 +58,9 @@ class LLMConfig:
     # tutor), "" = none. Up to 8,000 characters sit in the cached prompt; larger files (up
     # to 2 MiB) are searched per question (BM25).
     knowledge: str | None = None
+    # The deployment's tools (a TOML or JSON file, engines/tools/spec.py; docs/tools.md): the
+    # agent may call them, confirmed by the user where marked; None = no tools
+    tools: str | None = None
     # Stop an answer at a figure (amount, rate, time, phone number) that neither the facts nor
     # the conversation hold, and say the persona's "I don't have that information" instead;
     # None = the persona's default (on for bank).

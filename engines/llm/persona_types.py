@@ -37,6 +37,9 @@ class Persona:
     known_figures_only: bool  # the default of `[llm] known_figures_only`
     templates: Templates  # its language's shared texts (personas.ENGLISH, personas_zh.CHINESE)
     examples: tuple[tuple[str, str, str], ...] = ()  # (what the FACTS say, question, answer)
+    # Texts of `role`, `scope` or an example's question that hold only for an agent without
+    # tools ("You cannot see the customer's accounts"): dropped when the deployment has tools.
+    without_tools: tuple[str, ...] = ()
 
     @property
     def reminder(self) -> str:

@@ -21,6 +21,7 @@ money must not vary) and, for `bank` and `tutor`, an example knowledge file ship
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from engines.llm.errors import InvalidInputError
@@ -111,6 +112,8 @@ PERSONAS: dict[str, Persona] = {
              "No, we never ask for your PIN. Please don't share it, and let us know about "
              "the call."),
         ),
+        without_tools=(" You cannot see the customer's accounts, balance or transactions.",
+                       ", or the customer's own account", "How much do I still owe on my loan?"),
     ),
     "tutor": Persona(
         role=(
@@ -174,11 +177,17 @@ def example_openers(name: str, language: str = "en") -> tuple[str, ...]:
 
 def system_prompt(
     name: str, agent_name: str = "Ava", facts: str | None = None, *, retrieved: bool = False,
-    language: str = "en",
+    language: str = "en", acts: bool = False,
 ) -> str:
     """The full system prompt of a ready persona: with the deployment's `facts` inline (one
-    per line), or (`retrieved`) with the rule that the facts come with each question."""
+    per line), or (`retrieved`) with the rule that the facts come with each question. `acts`:
+    the agent has tools, so what the persona says it cannot do (`without_tools`) is left out."""
     p, t = persona(name, language), templates(language)
+    if acts and p.without_tools:
+        drop = p.without_tools
+        p = dataclasses.replace(
+            p, role=_without(p.role, drop), scope=_without(p.scope, drop),
+            examples=tuple(e for e in p.examples if e[1] not in drop))
     grounded = bool(facts) or retrieved
     rules = (t.grounding if grounded else t.no_facts).format(scope=p.scope, fallback=p.fallback)
     text = " ".join([p.role, t.identity, t.spoken, rules])
@@ -194,3 +203,9 @@ def system_prompt(
         )
         text += f"\n\n{t.examples}\n{shots}"
     return text.replace("{name}", agent_name)
+
+
+def _without(text: str, parts: tuple[str, ...]) -> str:
+    for part in parts:
+        text = text.replace(part, "")
+    return text

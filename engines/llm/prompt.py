@@ -17,6 +17,10 @@ from engines.llm.base import ChatMessage
 from engines.llm.errors import InvalidInputError
 from engines.llm.knowledge import Knowledge, Retriever, fact_lines
 from engines.llm.personas import example_knowledge, example_openers, persona, system_prompt
+from engines.tools.calls import is_tool_response
+from engines.tools.prompt import reminder as tools_reminder
+from engines.tools.prompt import tools_block
+from engines.tools.spec import ToolSet
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,11 @@ class PromptBuilder:
         knowledge: str | None = None,
         system_override: str | None = None,
         language: str = "en",
+        tools: ToolSet | None = None,
     ) -> PromptBuilder:
         """`knowledge`: a file path, "" for none, None for the persona's example file (in
-        `language`, as the persona's texts)."""
+        `language`, as the persona's texts). `tools`: declared, they end the system prompt
+        (`engines/tools/prompt.py`) and lead the reminder."""
         path = (
             example_knowledge(persona_name, language) if knowledge is None else (knowledge or None)
         )
@@ -48,10 +54,14 @@ class PromptBuilder:
         else:
             retrieved = facts is not None and not facts.inline
             system = system_prompt(
-                persona_name, agent_name, inline, retrieved=retrieved, language=language
+                persona_name, agent_name, inline, retrieved=retrieved, language=language,
+                acts=tools is not None,
             )
         retriever = facts.index() if facts is not None and not facts.inline else None
         reminder = persona(persona_name, language).reminder if facts is not None else None
+        if tools is not None:
+            system += tools_block(tools, language)
+            reminder = tools_reminder(reminder, language)
         # The worked examples are in the prompt when it has facts (`system_prompt`).
         stops = example_openers(persona_name, language) if facts is not None else ()
         return cls(system, retriever, reminder, facts.text if facts is not None else "", stops)
@@ -65,12 +75,13 @@ class PromptBuilder:
             # Every user message, not only the last: earlier turns then read exactly as they
             # did when they were new, and the KV cache of the conversation stays reusable.
             msgs = [
-                ChatMessage("user", f"{m.content}\n{self.reminder}") if m.role == "user" else m
+                ChatMessage("user", f"{m.content}\n{self.reminder}")
+                if m.role == "user" and not is_tool_response(m.content) else m
                 for m in msgs
             ]
         if msgs[0].role != "system":
             msgs.insert(0, ChatMessage("system", self.system))
-        if self.retriever is not None:
+        if self.retriever is not None and not is_tool_response(msgs[-1].content):
             question = messages[-1].content
             found = self.retriever.relevant(question)
             facts = "\n".join(fact_lines(s) for s in found) if found else "(none)"

@@ -17,6 +17,8 @@ From the client:
   that says so.
 - `disconnect-bot` -> the session ends, after a `peerLeft` on the channel (the JS client
   then disconnects itself instead of retrying the connection).
+- `llm-function-call-result` -> the behaviour's `tool_result()`, for a tool call the agent
+  asked this client to run (`call_tool`); an unknown `tool_call_id` gets an `error-response`.
 - `ping: <ms>` keep-alives and `signalling` objects: nothing to answer.
 - Anything else gets an RTVI error and the session goes on: an unknown type an
   `error-response` to its id, a message we cannot read (malformed JSON, over
@@ -34,6 +36,7 @@ from importlib import metadata
 
 from aiortc import RTCDataChannel
 
+from engines.tools.calls import ToolCall
 from rtc_server.errors import NotSupported
 from rtc_server.events import Event
 from rtc_server.rtvi import messages as rtvi
@@ -85,6 +88,7 @@ class RtviChannel:
         self._channel: RTCDataChannel | None = None
         self._pending: deque[str] = deque(maxlen=MAX_PENDING)
         self.client_ready = False
+        self._major = int(rtvi.PROTOCOL_VERSION.split(".")[0])  # the client's, once ready
 
     # --- AppChannel -------------------------------------------------------------------------
 
@@ -111,6 +115,10 @@ class RtviChannel:
                 await asyncio.wait_for(drained.wait(), GOODBYE_FLUSH_S)
             except TimeoutError:
                 self._session.log.debug("peerLeft still buffered at close")
+
+    def call_tool(self, call: ToolCall) -> None:
+        """Ask the client to run a tool call (`rtc_server/tool_runner.py`)."""
+        self._send(rtvi.function_call(call.id, call.name, call.arguments, self._major))
 
     # --- out --------------------------------------------------------------------------------
 
@@ -153,6 +161,12 @@ class RtviChannel:
         elif msg.kind == "disconnect-bot":
             self._session.log.info("client asked the bot to disconnect")
             self._session.tasks.spawn("disconnect-bot", self._session.close("disconnect_bot"))
+        elif msg.kind == "llm-function-call-result":
+            result = rtvi.parse_function_call_result(msg.data)
+            if not self._session.behaviour.tool_result(result.tool_call_id, result.result):
+                raise rtvi.RtviInputError(
+                    f"llm-function-call-result: no tool call {result.tool_call_id!r} waits "
+                    "for a result (unknown, answered already, or timed out)")
         elif msg.kind == "client-message":
             raise rtvi.RtviInputError("client-message: this server has no app messages")
         else:
@@ -171,6 +185,8 @@ class RtviChannel:
                 msg.msg_id, "client-ready without data.version MAJOR.MINOR.PATCH: assuming "
                 f"{rtvi.PROTOCOL_VERSION}"))
         self.client_ready = True
+        if version is not None:
+            self._major = version[0]
         capabilities = {"audio_in": True, "audio_out": True, "video_in": False,
                         "screen_in": False, "video_out": True, "metrics": True}
         self._send(rtvi.bot_ready(msg.msg_id, version, ABOUT, capabilities))

@@ -16,6 +16,12 @@ Our events become (one event, zero or more messages; `Translator` keeps the litt
 - `timings`: `metrics`, with `ttfb` per stage of the answer (seconds after the end of the
   user's turn; not the hearing's marks, which say what the end of turn waited for) once per
   turn and `rtc_avatar` carrying every mark;
+- `tool_call` (rtc_server/acting.py): `llm-function-call-started` when a call runs and
+  `llm-function-call-stopped` when it ends (`cancelled` unless done; the result unless the
+  tool is `sensitive`). A call the embedding app runs goes out as
+  `llm-function-call-in-progress` with its arguments (`function_call`; protocol 1.x clients:
+  the deprecated `llm-function-call`), and its `llm-function-call-result` comes back
+  (`parse_function_call_result`);
 - `error`: `error` (`fatal` false: the session goes on).
 """
 
@@ -33,6 +39,7 @@ from rtc_server.events import (
     ErrorEvent,
     Event,
     StateChanged,
+    ToolCallEvent,
     Transcript,
     TurnTimings,
     UserSpeech,
@@ -174,6 +181,36 @@ def parse_send_text(data: Any, max_chars: int) -> SendText:
     return SendText(content.strip(), run, audio)
 
 
+@dataclass(frozen=True)
+class FunctionCallResult:
+    tool_call_id: str
+    result: Any
+
+
+def parse_function_call_result(data: Any) -> FunctionCallResult:
+    """`llm-function-call-result`'s data: `{function_name, tool_call_id, arguments, result}`
+    as `@pipecat-ai/client-js` sends it; the result any JSON value (Pipecat: object or
+    string)."""
+    if not isinstance(data, dict):
+        raise RtviInputError('llm-function-call-result needs data {"tool_call_id", "result"}')
+    call_id = data.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id or len(call_id) > 64:
+        raise RtviInputError('llm-function-call-result needs a "tool_call_id" string')
+    if "result" not in data:
+        raise RtviInputError('llm-function-call-result needs a "result"')
+    return FunctionCallResult(call_id, data["result"])
+
+
+def function_call(call_id: str, name: str, arguments: Mapping[str, Any], major: int) -> Message:
+    """Ask the client to run a tool (its handler registered with
+    `registerFunctionCallHandler(name, ...)` answers with `llm-function-call-result`)."""
+    if major == 1:
+        return message("llm-function-call", {
+            "function_name": name, "tool_call_id": call_id, "args": dict(arguments)})
+    return message("llm-function-call-in-progress", {
+        "tool_call_id": call_id, "function_name": name, "arguments": dict(arguments)})
+
+
 # --- to the client --------------------------------------------------------------------------
 
 
@@ -186,6 +223,7 @@ class Translator:
         self._bot_speaking = False
         self._segments = 0
         self._timed: set[int] = set()  # turns whose ttfb went out
+        self._running: set[str] = set()  # tool calls started and not yet stopped
 
     def translate(self, event: Event) -> list[Message]:
         if isinstance(event, StateChanged):
@@ -208,9 +246,24 @@ class Translator:
             return [self._bot_output(event.text)] if event.text else []
         if isinstance(event, TurnTimings):
             return [self._metrics(event)]
+        if isinstance(event, ToolCallEvent):
+            return self._tool_call(event)
         if isinstance(event, ErrorEvent):
             return [error(f"{event.code}: {event.message}")]
         return []
+
+    def _tool_call(self, event: ToolCallEvent) -> list[Message]:
+        if event.status == "running":
+            self._running.add(event.call_id)
+            return [message("llm-function-call-started", {"function_name": event.name})]
+        if event.call_id not in self._running:
+            return []  # read back, asked or refused: nothing ran
+        self._running.discard(event.call_id)
+        data: dict[str, Any] = {"tool_call_id": event.call_id, "function_name": event.name,
+                                "cancelled": event.status != "done"}
+        if event.result is not None:
+            data["result"] = event.result
+        return [message("llm-function-call-stopped", data)]
 
     def _bot_output(self, text: str) -> Message:
         self._segments += 1

@@ -1,0 +1,70 @@
+"""Tool calls out of the answer stream: the model's call is never spoken.
+
+`ToolCallsLLM` wraps the bare engine (inside the figure check and the resilience wrapper, so
+a call's digits are not judged as an answer's figures). An answer that begins with a call
+(`<tool_call>`, or a bare `{` as small models write it) is held, not passed on; as soon as
+the tool's name is written a `Notice` of kind `"tool_name"` carries it (the agent may start
+its bridge phrase then, while the arguments are still being decoded), and when the call is
+complete a `Notice` of kind `"tool_call"` carries its text and the generation stops: one call
+per answer, whatever the model would write next. An answer that begins with anything else
+streams as it always did, without delay after its first characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, Sequence
+
+from engines.llm.base import ChatMessage, LLMWrapper
+from engines.llm.resilience import Notice
+from engines.tools.calls import parse_call
+
+_OPENERS = ("<tool_call>", "<tool", "{")
+_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+
+
+def _may_open(text: str) -> bool:
+    """Whether `text` (the answer so far, stripped) is or may become a call's opening."""
+    return any(text.startswith(o) or o.startswith(text) for o in _OPENERS)
+
+
+class ToolCallsLLM(LLMWrapper):
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, max_new_tokens: int, stop: Sequence[str] = ()
+    ) -> AsyncGenerator[str, None]:
+        deltas = aiter(self.inner.stream(messages, max_new_tokens=max_new_tokens, stop=stop))
+        held = ""
+        mode: str | None = None  # None: not known yet; "text"; "call"
+        named = False
+        try:
+            async for delta in deltas:
+                if isinstance(delta, Notice) or mode == "text":
+                    yield delta
+                    continue
+                held += delta
+                if mode is None:
+                    start = held.lstrip()
+                    if start.startswith(_OPENERS):
+                        mode = "call"
+                    elif start and not _may_open(start):
+                        mode = "text"  # an answer in words: what was held, then straight on
+                        out, held = held, ""
+                        yield out
+                        continue
+                    else:
+                        continue  # nothing yet, or "<tool_c": not known yet
+                if not named and (name := _NAME.search(held)):
+                    named = True
+                    yield Notice(name.group(1), "tool_name")
+                if "</tool_call>" in held or "</tools>" in held or (
+                    held.rstrip().endswith("}") and parse_call(held) is not None
+                ):
+                    break  # one call per answer: the generation stops here
+            if mode == "call":
+                yield Notice(held.strip(), "tool_call")
+            elif held:
+                yield held
+        finally:
+            close = getattr(deltas, "aclose", None)
+            if close is not None:
+                await close()

@@ -1,0 +1,52 @@
+"""The tools in the system prompt, in the format the model was trained on.
+
+Qwen2.5's chat template, given tools, appends a `# Tools` block with one JSON declaration per
+line to the system prompt; the block here is that text exactly (its `{{...}}` quirk
+included), so every engine (llama.cpp, transformers, an OpenAI-compatible server) reads the
+same prompt whatever it does with a `tools` argument, and the prompt stays one cached prefix.
+
+Before the block, a short paragraph says when to call: the personas were written for an agent
+that cannot see accounts ("I can't see your accounts"), and a 1.5B model follows that over a
+bare tool list (measured: 5 of 8 requests called with the paragraph and the reminder, 0 of 8
+without; bench/RESULTS.md, tools).
+"""
+
+from __future__ import annotations
+
+import json
+
+from engines.tools.spec import ToolSet
+
+INTRO = {
+    "en": ("ACTIONS: you can also act for the customer with the tools below. The app runs them "
+           "in the customer's own signed-in session, so through them you can see and change "
+           "their accounts. When the customer asks you to do something a tool does, answer "
+           "with the tool call only. Never call a tool for a question about how something "
+           "works, and never make up a value the customer did not say."),
+    "zh": ("操作：你还可以用下面的工具为客户办事。应用会在客户自己已登录的会话中执行它们，"
+           "所以通过它们你可以查看和更改客户的账户。客户要你做某个工具能做的事时，"
+           "只回答工具调用。客户只是问某件事怎么做时不要调用工具，"
+           "也不要编造客户没说过的值。"),
+}
+REMINDER = {"en": "(If the customer asks you to do something a tool does, call it.)",
+            "zh": "（客户要你做工具能做的事时，调用工具。）"}
+
+
+def tools_block(tools: ToolSet, language: str = "en") -> str:
+    """What follows the persona's system prompt when `tools` are declared."""
+    declarations = "".join("\n" + json.dumps(t.schema(), ensure_ascii=False)
+                           for t in tools.tools)
+    return (
+        f"\n\n{INTRO.get(language, INTRO['en'])}"
+        "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+        f"{declarations}\n</tools>\n\nFor each function call, return a json object with "
+        "function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+    )
+
+
+def reminder(persona_reminder: str | None, language: str = "en") -> str:
+    """The per-message reminder with the tools' line first."""
+    line = REMINDER.get(language, REMINDER["en"])
+    return f"{line} {persona_reminder}" if persona_reminder else line
