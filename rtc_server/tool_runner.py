@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -52,26 +52,40 @@ class ToolRunner:
     def __init__(
         self, tools: ToolSet, client: Callable[[], ClientTools | None],
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """Timeouts are wall-clock time (`clock`, `sleep`): a client or a service answers in
+        real seconds, whatever timer the session's media runs on."""
         self._tools = tools
         self._client = client
         self._clock = clock
+        self._sleep = sleep
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._http: Any = None  # aiohttp.ClientSession, made on the first HTTP call
 
     async def run(self, call: ToolCall, spec: ToolSpec) -> ToolOutcome:
         start = self._clock()
+        work = self._run_client(call) if spec.runs == "client" else self._run_http(call, spec)
         try:
-            async with asyncio.timeout(spec.timeout_s):
-                if spec.runs == "client":
-                    raw = await self._run_client(call)
-                else:
-                    raw = await self._run_http(call, spec)
+            raw = await self._within(work, spec.timeout_s)
         except TimeoutError:
             return ToolOutcome("timeout", duration_s=self._clock() - start)
         except _Failed as exc:
             return ToolOutcome("failed", reason=str(exc), duration_s=self._clock() - start)
         return ToolOutcome("done", self.cut(raw), duration_s=self._clock() - start)
+
+    async def _within(self, work: Coroutine[Any, Any, Any], seconds: float) -> Any:
+        task = asyncio.ensure_future(work)
+        timer = asyncio.ensure_future(self._sleep(seconds))
+        try:
+            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                raise TimeoutError
+            return task.result()
+        finally:
+            for pending in (task, timer):
+                pending.cancel()
+            await asyncio.gather(task, timer, return_exceptions=True)
 
     def deliver(self, call_id: str, result: Any) -> bool:
         """The client's result for `call_id`; False if no such call is waiting."""
@@ -119,8 +133,13 @@ class ToolRunner:
         body = {"name": call.name, "arguments": call.arguments, "call_id": call.id}
         try:
             async with self._http.post(spec.url, json=body, headers=headers) as response:
-                data = await response.content.read(MAX_BODY_BYTES + 1)
                 status = response.status
+                data = bytearray()
+                while len(data) <= MAX_BODY_BYTES:  # read() returns a chunk at a time
+                    chunk = await response.content.read(MAX_BODY_BYTES + 1 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
         except aiohttp.ClientError as exc:
             raise _Failed("the service could not be reached") from exc
         if not 200 <= status < 300:

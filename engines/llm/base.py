@@ -39,6 +39,13 @@ class ChatLLM(Protocol):
         ...
 
 
+async def close_stream(stream: AsyncIterator[str]) -> None:
+    """Close a stream of deltas (an async generator: its generation stops)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
 class LLMWrapper:
     """Base of the wrappers that change what a `ChatLLM` says (resilience, grounding): the
     wrapped engine gets the `warm` hints and the `close`; a subclass writes `stream`."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, Sequence
 
-from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper
+from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper, close_stream
 from engines.llm.resilience import Notice
 
 # Digit groups joined by single spaces are one figure (phone numbers: "0800 123 4567").
@@ -138,6 +138,4 @@ class GroundedLLM(LLMWrapper):
             elif held:
                 yield held
         finally:
-            close = getattr(deltas, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(deltas)

@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
-from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper
+from engines.llm.base import ChatLLM, ChatMessage, LLMWrapper, close_stream
 from engines.llm.errors import InvalidInputError, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class ResilientLLM(LLMWrapper):
             if not first.done():
                 first.cancel()
                 await asyncio.wait({first})
-            await _aclose(deltas)
+            await close_stream(deltas)
         if not said and self.apology:
             yield Notice(self.apology, "apology")
 
@@ -160,8 +160,3 @@ async def _first_text(deltas: AsyncIterator[str]) -> str | None:
             return delta
     return None
 
-
-async def _aclose(deltas: AsyncIterator[str]) -> None:
-    close = getattr(deltas, "aclose", None)
-    if close is not None:
-        await close()

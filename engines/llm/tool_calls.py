@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, Sequence
 
-from engines.llm.base import ChatMessage, LLMWrapper
+from engines.llm.base import ChatMessage, LLMWrapper, close_stream
 from engines.llm.resilience import Notice
 from engines.tools.calls import parse_call
 
@@ -65,6 +65,4 @@ class ToolCallsLLM(LLMWrapper):
             elif held:
                 yield held
         finally:
-            close = getattr(deltas, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(deltas)

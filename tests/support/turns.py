@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from engines.asr.base import PauseText
+from engines.tools.spec import ToolSet
 from engines.tts.base import PhonemeTiming, Speech
 from media.clock import FakeTimer
 from media.tracks import ClockedAudioTrack
@@ -89,7 +90,7 @@ class _Still:
 
 
 class Harness:
-    def __init__(self, **agent: Any) -> None:
+    def __init__(self, tools: ToolSet | None = None, **agent: Any) -> None:
         self.llm, self.tts, self.timer = ScriptedLLM(words(REPLY)), FakeTTS(), FakeTimer()
         self.asr = FakeASR(FakeStream)
         inline = InlineExecutor()
@@ -97,6 +98,7 @@ class Harness:
             asr=self.asr, llm=self.llm, tts=self.tts, face=FakeFace(),
             make_smoother=lambda: None,
             pools=Pools(asr=inline, tts=inline, face=inline, render=inline),  # type: ignore[arg-type]
+            tools=tools,
         )
         config = Config(agent=AgentConfig(greeting="", lead_ms=20, **agent))
         holder: dict[str, AgentBehaviour] = {}
