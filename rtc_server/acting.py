@@ -22,6 +22,7 @@ Never two calls of the same action in one turn, nor more than the tools'
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -151,7 +152,11 @@ class Acting:
         if not bridged:
             yield spec.bridge or self.tools.phrases.bridge
         self._event(turn.id, call, spec, "running")
-        outcome = await self.runner.run(call, spec)
+        try:
+            outcome = await self.runner.run(call, spec)
+        except asyncio.CancelledError:  # the turn was interrupted while the tool ran
+            self._event(turn.id, call, spec, "cancelled", detail="interrupted while running")
+            raise
         self._finished(turn.id, call, spec, outcome)
         phrases = self.tools.phrases
         if outcome.status == "timeout":

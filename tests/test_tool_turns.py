@@ -308,3 +308,23 @@ async def test_an_early_start_runs_nothing_until_the_final_confirms_it() -> None
         assert not app.asked and not h.sent("tool_call")
     finally:
         await h.close()
+
+
+async def test_a_barge_in_while_a_tool_runs_cancels_the_call() -> None:
+    h, llm, app = rig(call_text("account_balance"))
+    try:
+        await h.ask(1, "What's my balance?")
+        for _ in range(100):
+            turn = h.agent._turn  # noqa: SLF001
+            if app.asked and turn is not None and turn.phase == "speaking":
+                break
+            await h.listen(0.02)
+        h.agent.on_speech_start(2)  # over the bridge phrase
+        h.agent.on_voice(2, voiced_ms=200)
+        h.agent.on_partial(2, "no stop that please")
+        await h.settle()
+        await h.listen(0.5)
+        assert tool_events(h)[-1] == ("account_balance", "cancelled")
+        assert not h.agent.tool_result(app.asked[0].id, {"balance": 1})  # nothing waits
+    finally:
+        await h.close()
