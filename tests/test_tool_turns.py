@@ -209,7 +209,7 @@ async def test_an_invented_value_is_asked_for() -> None:
         await h.ask(1, "Can you freeze my card?")
         await h.listen(3.0)
         assert not app.asked and tool_events(h) == [("freeze_card", "asked")]
-        assert "To freeze card, I need the last four digits of the card." in spoken(h)
+        assert "To do that, I need the last four digits of the card." in spoken(h)
     finally:
         await h.close()
 
@@ -256,7 +256,7 @@ async def test_a_client_that_never_answers_is_told_to_the_user() -> None:
         await asyncio.sleep(0.6)  # a tool's timeout is wall-clock time
         await h.listen(3.0)
         assert tool_events(h)[-1] == ("account_balance", "timeout")
-        assert "Sorry, I couldn't account balance: the app didn't answer in time." in spoken(h)
+        assert "Sorry, that didn't work: the app didn't answer in time." in spoken(h)
         assert not h.agent.tool_result(app.asked[0].id, {"late": True})  # too late: refused
     finally:
         await h.close()

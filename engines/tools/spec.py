@@ -84,11 +84,12 @@ class Phrases:
     bridge: str = "Let me check that."
     confirm: str = "I'm about to {action}{details}. Shall I go ahead?"
     cancelled: str = "Okay, I won't do that."
-    failed: str = "Sorry, I couldn't {action}: {reason}."
-    timed_out: str = "Sorry, I couldn't {action}: the app didn't answer in time."
+    # {action}: the tool's name as words ("freeze card"), {reason}: why it failed
+    failed: str = "Sorry, that didn't work: {reason}."
+    timed_out: str = "Sorry, that didn't work: the app didn't answer in time."
     refused: str = "Sorry, that's not something I can do here."
     done: str = "That's done."  # a call repeated after its result, where words were asked for
-    missing: str = "To {action}, I need {needed}."
+    missing: str = "To do that, I need {needed}."  # {needed}: the parameters' descriptions
 
 
 @dataclass(frozen=True)
