@@ -16,7 +16,7 @@
   const LOST_AFTER_MS = 5000;  // "disconnected" this long counts as lost ("failed" can take 30 s)
   const state = {
     pc: null, sessionId: null, mic: null, portraitId: null, events: [], turns: new Map(),
-    reconnects: 0, sessions: [],
+    calls: new Map(), reconnects: 0, sessions: [],
   };
   window.rtcAvatar = state;
 
@@ -72,6 +72,26 @@
     return li;
   }
 
+  // A tool call of the agent: one card per call, updated in place as its status moves on
+  // (confirm -> running -> done, or cancelled, failed...). A sensitive tool's arguments are null.
+  function showToolCall(ev) {
+    let card = state.calls.get(ev.call_id);
+    if (!card) {
+      card = document.createElement("li");
+      card.dataset.callId = ev.call_id;
+      state.calls.set(ev.call_id, card);
+      $("transcript").appendChild(card);
+    }
+    const part = (className, text) => Object.assign(document.createElement("span"), { className, textContent: text });
+    const args = Object.entries(ev.arguments || {})
+      .map(([k, v]) => `${k.replaceAll("_", " ")}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ");
+    const took = ev.duration_ms == null ? "" : ` ${Math.round(ev.duration_ms)} ms`;
+    card.className = `tool ${ev.status}`;
+    card.title = ev.detail || "";
+    card.replaceChildren(part("tool-name", ev.name.replaceAll("_", " ")), part("tool-args", args),
+      part("tool-status", ev.status + took));
+  }
+
   function showTimings(marks) {
     const body = $("latency").tBodies[0];
     body.replaceChildren();
@@ -100,6 +120,7 @@
         li.textContent = (li.textContent + ev.text).trimStart();
         break;
       }
+      case "tool_call": showToolCall(ev); break;
       case "timings": showTimings(ev.marks_ms); break;
       case "error": setStatus(`${ev.code}: ${ev.message}`); break;
       default: break;
