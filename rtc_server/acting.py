@@ -60,8 +60,10 @@ class Pending:
 
 
 class Acting:
-    def __init__(self, tools: ToolSet, runner: ToolRunner, session: Session) -> None:
+    def __init__(self, tools: ToolSet, runner: ToolRunner, session: Session,
+                 language: str = "en") -> None:
         self.tools = tools
+        self._language = language
         self.runner = runner
         self._session = session
         self.pending: Pending | None = None
@@ -166,7 +168,7 @@ class Acting:
             yield phrases.failed.format(action=spec.title, reason=outcome.reason)
             return
         exchange = [ChatMessage("assistant", call.text()),
-                    ChatMessage("user", tool_response(outcome.result))]
+                    ChatMessage("user", tool_response(outcome.result, self._language))]
         turn.tool_messages.extend(exchange)
         yield FollowUp([*messages, *exchange])
 

@@ -159,7 +159,7 @@ class AgentBehaviour:
         self.history: list[ChatMessage] = []
         tools = engines.tools
         self._acting = None if tools is None else Acting(
-            tools, ToolRunner(tools, session.app_client), session)
+            tools, ToolRunner(tools, session.app_client), session, config.llm.language)
         self._turn: Turn | None = None
         self._barge: _BargeIn | None = None
         self._state: State | None = None
@@ -504,14 +504,16 @@ class AgentBehaviour:
                     follow = item
                     continue
                 turn.mark("tool_said", self._session.clock.time())
-                async for chunk in _chunks_of(item, self._config.first_chunk_max_chars):
+                async for chunk in _chunks_of(_phrase(item), self._config.first_chunk_max_chars):
                     yield chunk
-        if follow is not None:
-            async for chunk in self._answer(turn, follow.messages, tools=follow.tools):
+        if follow is not None:  # (a bridge or a read-back was said: no holding phrase)
+            async for chunk in self._answer(turn, follow.messages, tools=follow.tools,
+                                            holding=False):
                 yield chunk
 
     async def _answer(
-        self, turn: Turn, messages: list[ChatMessage], *, tools: bool = True
+        self, turn: Turn, messages: list[ChatMessage], *, tools: bool = True,
+        holding: bool = True,
     ) -> AsyncGenerator[str, None]:
         clock = self._session.clock
         call: str | None = None  # a tool call the model wrote instead of words
@@ -532,7 +534,11 @@ class AgentBehaviour:
                     if bridge and not bridged:  # said while the arguments are decoded
                         bridged = True
                         turn.mark("tool_bridge", clock.time())
-                        yield bridge
+                        yield _phrase(bridge)
+                    continue
+                if isinstance(delta, Notice) and (delta.kind == "tool_start" or (
+                    delta.kind == "holding" and not holding
+                )):
                     continue
                 if isinstance(delta, Notice) and delta.kind == "tool_call":
                     turn.mark("tool_call", clock.time())
@@ -601,6 +607,11 @@ class AgentBehaviour:
                 extra={"heard_words": len(heard.split()), "interrupted": turn.interrupted,
                        "stall_ms": stall_ms, **fields},
             )
+
+
+def _phrase(text: str) -> str:
+    """A whole phrase said between the model's chunks, ending as they do (with a space)."""
+    return text.strip() + " "
 
 
 async def _chunks_of(text: str, first_max_chars: int) -> AsyncGenerator[str, None]:

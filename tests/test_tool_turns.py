@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engines.llm.base import ChatMessage
+from engines.llm.resilience import ResilientLLM
 from engines.llm.tool_calls import ToolCallsLLM
 from engines.tools import ToolCall, ToolSet
 from engines.tools.calls import is_tool_response
@@ -32,7 +33,7 @@ def call_text(name: str, **arguments: Any) -> list[str]:
 class Scripts(ScriptedLLM):
     """One script per answer, in order (then the plain REPLY)."""
 
-    def __init__(self, *scripts: list[str]) -> None:
+    def __init__(self, *scripts: list[Any]) -> None:
         super().__init__(words(REPLY))
         self.scripts = list(scripts)
 
@@ -40,6 +41,9 @@ class Scripts(ScriptedLLM):
                      stop: Sequence[str] = ()) -> AsyncIterator[str]:
         self.calls.append(list(messages))
         for delta in self.scripts.pop(0) if self.scripts else words(REPLY):
+            if isinstance(delta, float):  # a pause in real time (the wrappers' timers)
+                await asyncio.sleep(delta)
+                continue
             yield delta
             await asyncio.sleep(0)
 
@@ -104,7 +108,8 @@ async def test_a_call_runs_once_with_its_bridge_and_the_answer_reads_its_result(
         assert done["arguments"] == {"count": 3} and done["duration_ms"] >= 0
         history = h.agent.history
         assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
-        assert is_tool_response(history[2].content) and REPLY in history[3].content
+        assert is_tool_response(history[2].content)
+        assert history[3].content == f"Let me look at your payments. {REPLY}"  # words apart
         metrics = h.session.metrics
         assert metrics.tool_calls.labels(tool="recent_payments", outcome="done")._value.get() == 1  # noqa: SLF001
     finally:
@@ -326,5 +331,20 @@ async def test_a_barge_in_while_a_tool_runs_cancels_the_call() -> None:
         await h.listen(0.5)
         assert tool_events(h)[-1] == ("account_balance", "cancelled")
         assert not h.agent.tool_result(app.asked[0].id, {"balance": 1})  # nothing waits
+    finally:
+        await h.close()
+
+
+async def test_no_holding_phrase_covers_a_call_or_follows_the_bridge() -> None:
+    """The resilience wrapper's holding phrase is for a model that says nothing: a call being
+    written is something, and the answer after a tool's result follows the bridge."""
+    h, llm, app = rig(call_text("account_balance"), [0.3, *words(REPLY)])
+    h.engines.llm = ResilientLLM(h.engines.llm, first_token_deadline_s=0.1)
+    try:
+        await h.ask(1, "What's my balance?")
+        await answer_when_asked(h, app, {"balance_pounds": 12})
+        await asyncio.sleep(0.4)  # past the deadline, in real time
+        await h.listen(speech_duration(REPLY) + 2.0)
+        assert "Hmm" not in spoken(h) and REPLY in spoken(h)
     finally:
         await h.close()

@@ -49,7 +49,7 @@ def figures(text: str) -> set[str]:
     """The figures `text` states, in comparable forms (see the module docstring)."""
     found: set[str] = set()
     for raw in _FIGURE.findall(text):
-        figure = raw.replace(",", "").replace(" ", "").rstrip(".")
+        figure = _canonical(raw.replace(",", "").replace(" ", "").rstrip("."))
         found.add(figure)
         time = _TIME.fullmatch(raw)
         if time is not None:
@@ -70,7 +70,20 @@ def _unit(word: str) -> str:
 
 
 def _number(raw: str) -> str:
-    return raw.replace(",", "").rstrip(".")
+    return _canonical(raw.replace(",", "").rstrip("."))
+
+
+def _canonical(figure: str) -> str:
+    """One form per number: "05" is 5 and "23.40" is 23.4 (a date's day; an amount as a
+    tool's JSON result writes it), so a figure said either way is the same figure. Longer
+    digit runs keep their zeros (a phone number's "0800")."""
+    number = re.fullmatch(r"(\d+)(?:\.(\d+))?", figure)
+    if number is None:
+        return figure
+    whole, fraction = number.group(1), (number.group(2) or "").rstrip("0")
+    if len(whole) <= 2:
+        whole = whole.lstrip("0") or "0"
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 def unit_figures(text: str) -> set[tuple[str, str]]:

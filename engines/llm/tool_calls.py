@@ -2,7 +2,8 @@
 
 `ToolCallsLLM` wraps the bare engine (inside the figure check and the resilience wrapper, so
 a call's digits are not judged as an answer's figures). An answer that begins with a call
-(`<tool_call>`, or a bare `{` as small models write it) is held, not passed on; as soon as
+(`<tool_call>`, or a bare `{` as small models write it) is held, not passed on (a `Notice`
+of kind `"tool_start"` says it has begun, so no holding phrase covers a call); as soon as
 the tool's name is written a `Notice` of kind `"tool_name"` carries it (the agent may start
 its bridge phrase then, while the arguments are still being decoded), and when the call is
 complete a `Notice` of kind `"tool_call"` carries its text and the generation stops: one call
@@ -46,6 +47,9 @@ class ToolCallsLLM(LLMWrapper):
                     start = held.lstrip()
                     if start.startswith(_OPENERS):
                         mode = "call"
+                        # Text for whoever times the first token (the resilience wrapper's
+                        # holding phrase): the answer has begun, as a call.
+                        yield Notice("<tool_call>", "tool_start")
                     elif start and not _may_open(start):
                         mode = "text"  # an answer in words: what was held, then straight on
                         out, held = held, ""

@@ -171,14 +171,24 @@ def _numbers(said: str) -> set[str]:
 
 
 _RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+# After the result: without it the bank persona's facts-only rule won ("I'm sorry, I don't
+# have that information" for a balance the result held, 2 of 3 results; with it 3 of 3 were
+# told, measured on the 1.5B).
+RESULT_NOTE = {
+    "en": "(The app's answer, from the user's own account: tell them what it says, in one or "
+          "two sentences.)",
+    "zh": "（这是应用的回答，来自用户自己的账户：用一两句话告诉用户它说了什么。）",
+}
 
 
-def tool_response(result: str) -> str:
-    """A tool's result as the template gives it to the model (a user turn of its own). Tags
-    inside the result are removed, so a result cannot close its wrapper or fake a call."""
+def tool_response(result: str, language: str = "en") -> str:
+    """A tool's result as the template gives it to the model (a user turn of its own), and
+    the line that says to tell it. Tags inside the result are removed, so a result cannot
+    close its wrapper or fake a call."""
     clean = re.sub(r"</?\s*(tool_response|tool_call|tools)\s*>", "", result)
     clean = clean.replace("<|im_start|>", "").replace("<|im_end|>", "")
-    return f"{_RESPONSE_OPEN}\n{clean}\n{_RESPONSE_CLOSE}"
+    note = RESULT_NOTE.get(language, RESULT_NOTE["en"])
+    return f"{_RESPONSE_OPEN}\n{clean}\n{_RESPONSE_CLOSE}\n{note}"
 
 
 def is_tool_response(content: str) -> bool:

@@ -61,6 +61,8 @@ def test_figure_forms() -> None:
     assert figures("10,000 pounds") == {"10000"}
     assert figures("2.75%.") == {"2.75"}
     assert figures("no figures here") == set()
+    # a tool's JSON amount and a date's day, said the way people say them
+    assert figures("23.40 pounds on the 5th") == figures('{"amount": 23.4, "day": "05"}')
 
 
 def test_the_bank_persona_checks_figures_by_default() -> None:
