@@ -63,7 +63,7 @@ def level_detector(monkeypatch: pytest.MonkeyPatch) -> None:
     use_level_detector(monkeypatch)
 
 
-def rig(*scripts: list[str], tools: ToolSet | None = None) -> tuple[Harness, Scripts, App]:
+def rig(*scripts: list[Any], tools: ToolSet | None = None) -> tuple[Harness, Scripts, App]:
     h = Harness(tools=tools or ToolSet.load(BANK))
     llm = Scripts(*scripts)
     h.engines.llm = ToolCallsLLM(llm)
