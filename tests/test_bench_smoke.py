@@ -91,6 +91,13 @@ def test_gpu_llm_one_burst_on_the_cpu() -> None:
     assert "| 1 |" in out
 
 
+@pytest.mark.slow
+def test_tools_one_request_of_each_kind_written() -> None:
+    """The tool-call benchmark on the written requests (no TTS, no ASR) and the 0.5B."""
+    out = bench("bench/tools.py", "--text", "--limit", "1", "--model", "qwen2.5-coder-0.5b")
+    assert "| text | **" in out and "Wrong outcomes" in out
+
+
 def test_spy_threads_reads_a_raw_profile(tmp_path: Path) -> None:
     profile = tmp_path / "spy.txt"
     profile.write_text("thread (0x1): MainThread;main (a.py:1);encode (b.py:2) 40\n"
