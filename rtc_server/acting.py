@@ -13,8 +13,9 @@ confirmed (an answer started early on a partial transcript runs nothing), and th
 - `confirm = true`: read back (`confirm`), nothing runs; the next user turn decides (`reply`):
   a clear yes runs it, a no cancels it, anything else cancels it and is answered as usual; a
   barge-in that interrupts the read-back cancels it too;
-- otherwise it runs, the bridge phrase spoken meanwhile (from the moment the model wrote the
-  tool's name), and the model answers from the result; a failure or timeout is said plainly.
+- otherwise it runs, and the model answers from the result; a failure or timeout is said
+  plainly. The tools' bridge phrase is said from the moment the model begins a call (the
+  conversation does that), a tool's own `bridge` when it runs after a yes.
 
 Never two calls of the same action in one turn, nor more than the tools'
 `max_calls_per_turn`: a repeated call is answered in words from what was already done.
@@ -69,14 +70,6 @@ class Acting:
         self.pending: Pending | None = None
 
     # --- what the conversation asks ----------------------------------------------------------
-
-    def bridge_for(self, name: str) -> str | None:
-        """What to say while `name` runs, said as soon as the model has written the name:
-        None for a tool that is read back first or is not declared."""
-        spec = self.tools.get(name)
-        if spec is None or spec.confirm:
-            return None
-        return spec.bridge or self.tools.phrases.bridge
 
     def reply(self, text: str) -> Consent | None:
         """The user's answer to the read-back (None: nothing is waiting)."""

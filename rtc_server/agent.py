@@ -529,14 +529,15 @@ class AgentBehaviour:
         # aclosing: a cancelled turn closes the stream at once, which stops the generation.
         async with aclosing(deltas):  # type: ignore[type-var]
             async for delta in deltas:
-                if isinstance(delta, Notice) and delta.kind == "tool_name":
-                    bridge = self._acting.bridge_for(delta) if self._acting and tools else None
-                    if bridge and not bridged:  # said while the arguments are decoded
+                if isinstance(delta, Notice) and delta.kind == "tool_start":
+                    # The model began a call: the bridge phrase now, while it writes the rest
+                    # (its first token comes when a word answer's would).
+                    if self._acting is not None and tools and not bridged:
                         bridged = True
                         turn.mark("tool_bridge", clock.time())
-                        yield _phrase(bridge)
+                        yield _phrase(self._acting.tools.phrases.bridge)
                     continue
-                if isinstance(delta, Notice) and (delta.kind == "tool_start" or (
+                if isinstance(delta, Notice) and (delta.kind == "tool_name" or (
                     delta.kind == "holding" and not holding
                 )):
                     continue

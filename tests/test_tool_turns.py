@@ -96,7 +96,7 @@ async def test_a_call_runs_once_with_its_bridge_and_the_answer_reads_its_result(
     try:
         await h.ask(1, "Show me my last three payments.")
         await h.listen(0.5)
-        assert "Let me look at your payments." in spoken(h)  # the tool's own bridge
+        assert spoken(h).startswith("Let me check that. ")  # the bridge, from the call's start
         await answer_when_asked(h, app, {"payments": [{"shop": "Tesco", "amount": 12.5}]})
         await h.listen(speech_duration(REPLY) + 2.0)
         assert [(c.name, c.arguments) for c in app.asked] == [("recent_payments", {"count": 3})]
@@ -109,7 +109,7 @@ async def test_a_call_runs_once_with_its_bridge_and_the_answer_reads_its_result(
         history = h.agent.history
         assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
         assert is_tool_response(history[2].content)
-        assert history[3].content == f"Let me look at your payments. {REPLY}"  # words apart
+        assert history[3].content == f"Let me check that. {REPLY}"  # words apart
         metrics = h.session.metrics
         assert metrics.tool_calls.labels(tool="recent_payments", outcome="done")._value.get() == 1  # noqa: SLF001
     finally:

@@ -26,6 +26,9 @@ WITH_YES = frozenset({
 })
 YES_PHRASES = ("go ahead", "do it", "please do", "go on")
 ZH_YES = ("确 认", "可 以", "没 问 题", "是 的", "好 的")  # as `words` spaces them
+SHORT_YES = 4  # words
+NOT_PLAIN = frozenset({"but", "instead", "other", "another", "different", "change", "only",
+                       "except", "rather", "if", "why", "what", "how", "when"})
 NO = frozenset({
     "no", "nope", "nah", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort",
     "不", "别", "取消", "算了", "等等", "不要",
@@ -43,5 +46,11 @@ def consent(text: str) -> Consent:
     for phrase in (*YES_PHRASES, *ZH_YES):
         lowered = lowered.replace(phrase, " ")
     if said_yes and all(w in YES or w in WITH_YES for w in lowered.split()):
+        return "yes"
+    # "Yes, go fed." (misheard "go ahead"): a short reply that begins with a yes and names
+    # nothing else (no figure, no other thing, no change) is a yes.
+    if words and words[0] in YES and len(words) <= SHORT_YES and not (
+        set(words) & NOT_PLAIN or any(ch.isdigit() for ch in text)
+    ):
         return "yes"
     return "unclear"

@@ -111,6 +111,7 @@ def check_call(tools: ToolSet, call: ToolCall, said: str) -> Verdict:
         prop = properties.get(key)
         if prop is None:
             continue  # not a parameter: dropped (additional properties are the model's)
+        value = _repaired(value, prop)
         ok = not list(Draft202012Validator(prop).iter_errors(value)) and _said(
             value, prop, said, numbers)
         if ok:
@@ -125,6 +126,20 @@ def check_call(tools: ToolSet, call: ToolCall, said: str) -> Verdict:
     if errors:
         return Verdict("ask", checked, spec, (), reason=errors[0].message)
     return Verdict("confirm" if spec.confirm else "run", checked, spec)
+
+
+def _repaired(value: Any, prop: Mapping[str, Any]) -> Any:
+    """Digits as the ASR wrote them ("55-12", "48 21") where the schema wants them joined
+    ("^[0-9]{4}$"): joined, if that is all that is wrong."""
+    from jsonschema import Draft202012Validator
+
+    if not isinstance(value, str) or not re.search(r"\d[\s-]+\d", value):
+        return value
+    validator = Draft202012Validator(prop)
+    joined = re.sub(r"(?<=\d)[\s-]+(?=\d)", "", value)
+    if validator.is_valid(value) or not validator.is_valid(joined):
+        return value
+    return joined
 
 
 def _said(value: Any, prop: Mapping[str, Any], said: str, numbers: set[str]) -> bool:
@@ -154,10 +169,16 @@ def _numbers(said: str) -> set[str]:
     try:
         from text_to_num import alpha2digit
 
-        digits = alpha2digit(said, "en")
+        digits = alpha2digit(said, "en", ordinal_threshold=0)  # "third" is 3rd too
     except Exception:  # noqa: BLE001 - a text it cannot read keeps its digits as written
         digits = said
     found = set()
+    # "12 pounds 50" is 12.5; "100 and 50" is 150 (as alpha2digit leaves them)
+    for whole, part in re.findall(
+            r"(\d+) (?:pounds?|quid|euros?|dollars?) (?:and )?(\d{1,2})\b", digits):
+        found.add(f"{int(whole) + int(part) / 100:g}")
+    for hundreds, rest in re.findall(r"(\d+00) and (\d{1,2})\b", digits):
+        found.add(str(int(hundreds) + int(rest)))
     for text in (said, digits):
         for match in re.findall(r"\d[\d,]*(?:\.\d+)?", text):
             number = match.replace(",", "")

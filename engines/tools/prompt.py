@@ -20,16 +20,16 @@ from engines.tools.spec import ToolSet
 INTRO = {
     "en": ("ACTIONS: you can also act for the customer with the tools below. The app runs them "
            "in the customer's own signed-in session, so through them you can see and change "
-           "their accounts. When the customer asks you to do something a tool does, answer "
-           "with the tool call only. Never call a tool for a question about how something "
+           "their accounts. When the customer asks for something a tool does or looks up, "
+           "answer with the tool call only. Never call a tool for a question about how something "
            "works, and never make up a value the customer did not say."),
     "zh": ("操作：你还可以用下面的工具为客户办事。应用会在客户自己已登录的会话中执行它们，"
            "所以通过它们你可以查看和更改客户的账户。客户要你做某个工具能做的事时，"
            "只回答工具调用。客户只是问某件事怎么做时不要调用工具，"
            "也不要编造客户没说过的值。"),
 }
-REMINDER = {"en": "(If the customer asks you to do something a tool does, call it.)",
-            "zh": "（客户要你做工具能做的事时，调用工具。）"}
+REMINDER = {"en": "(If a tool does or looks up what the customer asks for, call it.)",
+            "zh": "（客户要的事工具能做或能查时，调用工具。）"}
 
 
 def tools_block(tools: ToolSet, language: str = "en") -> str:

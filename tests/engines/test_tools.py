@@ -131,6 +131,24 @@ def test_values_said_as_words_digit_by_digit_or_in_an_earlier_turn_count() -> No
     assert verdict.call.arguments == {"branch": "Main Street", "day": "Friday"}
 
 
+def test_spoken_forms_of_numbers_count_as_said() -> None:
+    """Ordinal days, pounds and pence, "a hundred and fifty", digits the ASR hyphenated."""
+    tools = bank()
+    cases = [
+        (ToolCall("book_appointment", {"branch": "High Street", "day": "3 June"}),
+         "Book me in at the High Street branch on the third of June"),
+        (ToolCall("transfer_money", {"payee": "Jamie Clark", "amount": 12.5}),
+         "Pay twelve pounds fifty to Jamie Clark"),
+        (ToolCall("transfer_money", {"payee": "Ann", "amount": 150}),
+         "send one hundred and fifty pounds to Ann"),
+        (ToolCall("freeze_card", {"card_last4": "55-12"}), "freeze my card ending 55-12"),
+    ]
+    for call, said in cases:
+        verdict = check_call(tools, call, said)
+        assert verdict.kind == "confirm", (call, said, verdict)
+    assert check_call(tools, cases[3][0], said).call.arguments == {"card_last4": "5512"}
+
+
 def test_a_value_against_its_schema_is_asked_for() -> None:
     verdict = check_call(bank(), ToolCall("freeze_card", {"card_last4": "48"}), "card 48")
     assert verdict.kind == "ask"
@@ -144,6 +162,8 @@ def test_a_value_against_its_schema_is_asked_for() -> None:
     ("Go ahead.", "yes"), ("好的", "yes"), ("No.", "no"), ("No, cancel that.", "no"),
     ("Don't.", "no"), ("不用了", "no"), ("Yes, but to my other card.", "unclear"),
     ("What are your opening hours?", "unclear"), ("", "unclear"), ("Yes no", "no"),
+    ("Yes, go fed.", "yes"),  # a short reply that begins with a yes (misheard "go ahead")
+    ("Yes, my other card.", "unclear"), ("Yes, send 50.", "unclear"),
 ])
 def test_only_a_clear_yes_is_a_yes(reply: str, expected: str) -> None:
     assert consent(reply) == expected
