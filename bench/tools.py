@@ -10,8 +10,8 @@ call read out of the stream is checked against the heard words as `rtc_server/ac
 does. A read-back is answered "Yes, go ahead." in the same voice (made only where `consent`
 hears a yes) and, for the confirm set, "No, don't." (must make none). Per voice: right tool
 and arguments among the 20, read-backs, calls where none was asked (asks beside), WER (figures
-as digits on both sides), and from the stream's start the time to the tool's name (where the
-bridge phrase starts) and to an answer's first word. The wrong outcomes follow the table.
+as digits on both sides), and from the stream's start the time to a call's first token (where
+the bridge phrase starts) and to an answer's first word. The wrong outcomes follow the table.
 
     .venv/bin/python bench/tools.py [--voices kokoro:af_sarah,kokoro:bm_george,espeak:en-us+m3]
         [--model qwen2.5-coder-1.5b|qwen2.5-coder-0.5b] [--limit N] [--text]
@@ -72,7 +72,7 @@ class Outcome:
     heard: str
     written: str  # the call as the model wrote it, or the start of its words
     verdict: Verdict | None  # None: no call, or one that could not be read
-    to_name: float | None  # s from the stream's start to the tool's name
+    to_name: float | None  # s from the stream's start to a call's first token (the bridge)
     to_text: float | None  # s to the first word of an answer in words
     yes: str = ""  # consent() of the heard "Yes, go ahead." (read-backs only)
     no_made: bool = False  # the heard "No, don't." would have run it
@@ -163,12 +163,12 @@ async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Out
     async with aclosing(stream):  # type: ignore[type-var]
         async for delta in stream:
             kind = delta.kind if isinstance(delta, Notice) else ""
-            if kind == "tool_name":
+            if kind == "tool_start":
                 to_name = time.perf_counter() - start
             elif kind == "tool_call":
                 call = str(delta)
                 break  # the agent closes the stream here too
-            elif not kind.startswith("tool_"):  # (not "tool_start": a call has begun)
+            elif not kind.startswith("tool_"):  # (not "tool_name": the call goes on)
                 to_text = to_text or time.perf_counter() - start
                 words += delta
                 if len(words) >= WORDS_SHOWN:
@@ -256,7 +256,7 @@ def report(results: dict[str, list[Outcome]], replies: dict[str, dict[str, str]]
     print(f"Command: `.venv/bin/python {' '.join(['bench/tools.py', *sys.argv[1:]])}`\n")
     print("| voice | right tool + args | run at once | read back right, run on the yes | "
           "confirm tools: read back / calls, run without a yes | \"No, don't.\" ran it | "
-          "calls where none was asked (asks) | WER | to the tool's name p50 / p95 ms (n) | "
+          "calls where none was asked (asks) | WER | to a call's start (bridge) p50 / p95 ms (n) | "
           "to the first word p50 / p95 ms (n) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for voice, outs in [*results.items(), *([("all", every)] if len(results) > 1 else [])]:
