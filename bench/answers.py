@@ -19,8 +19,8 @@ and decode tokens/s, then every answer that failed its rule.
 this runs on) which model and threads it would use, and benchmarks those; `--modes slow` runs
 the same on the emulated slow machine (`bench/slow_machine.py`: the AVX2 llama.cpp build, the
 process held to half the CPU), `as-is,slow` both, one report after the other. `--language zh`
-asks the Chinese set (`bench/answers_zh.py`) of the Chinese personas and facts; an answer
-counts only in Simplified Chinese.
+asks the Chinese set (`bench/answers_questions.toml`, `zh`) of the Chinese personas and facts;
+an answer counts only in Simplified Chinese.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -40,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.answers_zh import QUESTIONS_ZH, honest, simplified_only  # noqa: E402
+from bench.answers_zh import honest, simplified_only  # noqa: E402
 from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
@@ -66,102 +67,18 @@ class Question:
     not_covered: bool = False  # must not invent figures; must say it doesn't know
 
 
-def q(category: str, persona: str, *turns: str, accept: Sequence[str] = (),
-      not_covered: bool = False) -> Question:
-    return Question(category, persona, tuple(turns), tuple(accept), not_covered)
+QUESTIONS_FILE = Path(__file__).resolve().parent / "answers_questions.toml"
 
 
-QUESTIONS: tuple[Question, ...] = (
-    # General knowledge: the companion, no facts.
-    q("general", "companion", "What is the capital of Australia?", accept=["canberra"]),
-    q("general", "companion", "How many days are there in a leap year?", accept=["366"]),
-    q("general", "companion", "At what temperature does water boil at sea level?",
-      accept=[r"\b100\b", "hundred", "212"]),
-    q("general", "companion", "Which is the largest planet in our solar system?",
-      accept=["jupiter"]),
-    q("general", "companion", "Who wrote Romeo and Juliet?", accept=["shakespeare"]),
-    q("general", "companion", "How many continents are there?", accept=[r"\b7\b", "seven"]),
-    q("general", "companion", "What is the chemical symbol for gold?", accept=[r"\bau\b"]),
-    q("general", "companion", "How many legs does a spider have?", accept=[r"\b8\b", "eight"]),
-    q("general", "companion", "What gas do plants take in from the air to make food?",
-      accept=["carbon dioxide", "co2"]),
-    q("general", "companion", "What is the tallest mountain in the world?", accept=["everest"]),
-    q("general", "companion", "What is the square root of eighty-one?", accept=[r"\b9\b", "nine"]),
-    q("general", "companion", "Which ocean is the largest?", accept=["pacific"]),
-    q("general", "companion", "Who wrote the novel Nineteen Eighty-Four?", accept=["orwell"]),
-    q("general", "companion", "How many minutes are there in two hours?",
-      accept=[r"\b120\b", "hundred and twenty", "hundred twenty"]),
-    # Bank, answered by the facts file.
-    q("bank_covered", "bank", "When are your branches open on Saturday?",
-      accept=[r"9(?::00)?\s*(?:am|a\.m\.)?\s*(?:to|-|until|and)\s*(?:13|1)",
-              "nine.*(one|thirteen)"]),
-    q("bank_covered", "bank", "Are you open on Sundays?", accept=[r"\bclosed\b", r"\bnot open\b",
-                                                                  r"\bno\b"]),
-    q("bank_covered", "bank", "I lost my card. What should I do?",
-      accept=["freeze", "0800 123 4568", "card line"]),
-    q("bank_covered", "bank", "How long does a replacement card take to arrive?",
-      accept=[r"\b5\b", "five"]),
-    q("bank_covered", "bank", "What is the phone number of your customer line?",
-      accept=[r"0800 123 4567"]),
-    q("bank_covered", "bank", "How much does it cost to pay by card abroad?",
-      accept=[r"2\.75"]),
-    q("bank_covered", "bank", "How much is an international transfer?",
-      accept=[r"\b5 pounds", r"£\s?5\b", "five pounds"]),
-    q("bank_covered", "bank", "What interest does the Easy Saver account pay?",
-      accept=[r"3\.1"]),
-    q("bank_covered", "bank", "What is the daily limit for transfers in the app?",
-      accept=[r"10,?000", "ten thousand"]),
-    q("bank_covered", "bank", "What do I need to open an account?",
-      accept=["passport", "driving licen[cs]e"]),
-    q("bank_covered", "bank", "Is there a monthly fee for the Everyday account?",
-      accept=[r"\bno\b", "free", "no monthly fee"]),
-    q("bank_covered", "bank", "Someone called and asked for my PIN. Is that you?",
-      accept=["never", "not us", r"\bno\b", "won'?t", "will not"]),
-    # Bank, not in the facts: no figures, an honest "I don't know" and a next step.
-    q("bank_not_covered", "bank", "What is your current mortgage interest rate?", not_covered=True),
-    q("bank_not_covered", "bank", "What is my account balance right now?", not_covered=True),
-    q("bank_not_covered", "bank", "How much does a car loan cost per month?", not_covered=True),
-    q("bank_not_covered", "bank", "What is the annual fee of your credit card?", not_covered=True),
-    q("bank_not_covered", "bank", "What is the address of your branch in Leeds?",
-      not_covered=True),
-    q("bank_not_covered", "bank", "How long does it take for a cheque to clear?",
-      not_covered=True),
-    q("bank_not_covered", "bank", "What is today's exchange rate for euros?", not_covered=True),
-    q("bank_not_covered", "bank", "How much does a safe deposit box cost?", not_covered=True),
-    q("bank_not_covered", "bank", "What are your fees for buying shares?", not_covered=True),
-    q("bank_not_covered", "bank", "How much can I borrow on an arranged overdraft?",
-      not_covered=True),
-    # Tutor: course facts and the subject itself.
-    q("tutor", "tutor", "When is the live lesson each week?", accept=["tuesday"]),
-    q("tutor", "tutor", "What do we study in week three?", accept=["newton", "laws of motion"]),
-    q("tutor", "tutor", "How much does the final exam count towards the grade?",
-      accept=[r"\b60\b", "sixty"]),
-    q("tutor", "tutor", "When is the deadline for the weekly quiz?", accept=["sunday"]),
-    q("tutor", "tutor", "What is Newton's second law?",
-      accept=[r"mass.*acceleration", r"acceleration.*(mass|force)", r"proportional",
-              r"f\s*=\s*m\s*[*x×·]?\s*a", r"force equals"]),
-    q("tutor", "tutor", "What is the unit of force?", accept=["newton"]),
-    q("tutor", "tutor", "What is the pass mark for the course?", accept=[r"\b50\b", "fifty"]),
-    q("tutor", "tutor", "Can I get a one-to-one session with a human teacher?",
-      accept=["book", "course page", "yes"]),
-    # Follow-ups that need the history.
-    q("follow_up", "companion", "Hi! My name is Priya.", "What is my name?", accept=["priya"]),
-    q("follow_up", "companion", "I have two cats and one dog.", "How many pets do I have?",
-      accept=[r"\b3\b", "three"]),
-    q("follow_up", "bank", "I want to send money to my sister in Spain.",
-      "How much will that cost me?", accept=[r"\b5 pounds", r"£\s?5\b", "five pounds"]),
-    q("follow_up", "tutor", "What do we cover in week two?", "And in the week after that?",
-      accept=["newton", "laws of motion"]),
-    q("follow_up", "companion", "What is the capital of Italy?",
-      "What is a famous old building there?",
-      accept=["colosseum", "coliseum", "pantheon", "vatican", "st\\.? peter", "forum"]),
-    # Chinese.
-    q("chinese", "companion", "中国的首都是哪里？", accept=["北京"]),
-    q("chinese", "companion", "一年有几个月？", accept=["十二", "12"]),
-    q("chinese", "companion", "太阳系中最大的行星是什么？", accept=["木星"]),
-    q("chinese", "bank", "我的银行卡丢了，我该怎么办？",
-      accept=["冻结", "0800 123 4568", "挂失", "freeze"]),
-)
+def load_questions(language: str) -> tuple[Question, ...]:
+    """The questions of `language` ("en", "zh") in `bench/answers_questions.toml`."""
+    with QUESTIONS_FILE.open("rb") as f:
+        rows = tomllib.load(f)[language]
+    return tuple(Question(r["category"], r["persona"], tuple(r["turns"]), tuple(r["accept"]),
+                          r.get("not_covered", False)) for r in rows)
+
+
+QUESTIONS = load_questions("en")
 
 
 @dataclass
@@ -257,10 +174,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         try:
-            asked = QUESTIONS if args.language == "en" else tuple(
-                Question(x.category, x.persona, x.turns, x.accept, x.not_covered)
-                for x in QUESTIONS_ZH
-            )
+            asked = load_questions(args.language)
             for question in [x for x in asked if x.persona == persona]:
                 for _ in range(args.runs):
                     answer, first, rate, token, capped = await ask(

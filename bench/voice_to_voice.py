@@ -236,25 +236,60 @@ async def ask_all(
     return results
 
 
+# Options that override one server setting for an A/B run: flag, "section.key", type, note.
+OVERRIDES: tuple[tuple[str, str, type, str], ...] = (
+    ("--llm-threads", "llm.threads", int, "decode"),
+    ("--llm-batch-threads", "llm.batch_threads", int, "prompt"),
+    ("--burst-tokens", "llm.burst_tokens", int, "0 = off"),
+    ("--first-chunk-max-chars", "agent.first_chunk_max_chars", int, ""),
+    ("--warm-llm", "agent.warm_llm", bool, "default: the server's, true"),
+    ("--lead-ms", "agent.lead_ms", int, ""),
+    ("--runway-ms", "agent.runway_ms", int, "0 = off"),
+    ("--start-on-early-decode", "agent.start_on_early_decode", bool, ""),
+    ("--decode-ahead-ms", "vad.decode_ahead_ms", int, ""),
+    ("--pause-ms", "vad.pause_ms", int, "when the turn model is asked"),
+    ("--partial-interval-s", "asr.partial_interval_s", float, ""),
+    ("--asr-threads", "asr.cpu_threads", int, ""),
+    ("--asr-cuda-graphs", "asr.cuda_graphs", bool, ""),
+    ("--check-ahead", "turn.check_ahead", bool, ""),
+    ("--patience-ms", "turn.patience_ms", int, ""),
+    ("--recheck-ms", "turn.recheck_ms", int, "0 = off"),
+    ("--text-end-threshold", "turn.text_end_threshold", float, "0 = off; the text-end probe"),
+    ("--early-end-confidence", "turn.early_end_confidence", float, "0 = off"),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    for flag, key, kind, note in OVERRIDES:
+        parser.add_argument(flag, type=str if kind is bool else kind,
+                            choices=("true", "false") if kind is bool else None,
+                            help=f"{key} ({note})" if note else key)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The settings the override options give, per config section."""
+    sections: dict[str, dict[str, Any]] = {s: {} for s in ("llm", "agent", "vad", "asr", "turn")}
+    for flag, key, kind, _ in OVERRIDES:
+        value = getattr(args, _dest(flag))
+        if value is not None:
+            section, name = key.split(".")
+            sections[section][name] = value == "true" if kind is bool else value
+    return sections
+
+
 def _options(args: argparse.Namespace) -> str:
     """The command's other options, as given (so a table says what it measured)."""
-    given = {"--llm-threads": args.llm_threads, "--llm-batch-threads": args.llm_batch_threads,
-             "--first-chunk-max-chars": args.first_chunk_max_chars, "--warm-llm": args.warm_llm,
-             "--decode-ahead-ms": args.decode_ahead_ms,
-             "--partial-interval-s": args.partial_interval_s, "--asr-threads": args.asr_threads,
-             "--lead-ms": args.lead_ms,
-             "--runway-ms": args.runway_ms, "--burst-tokens": args.burst_tokens,
-             "--check-ahead": args.check_ahead, "--profile": args.profile,
-             "--patience-ms": args.patience_ms, "--modes": args.modes,
-             "--slow-cores": args.slow_cores if "slow" in args.modes else None,
-             "--language": args.language, "--pause-ms": args.pause_ms,
-             "--config": args.config, "--llm-model": args.llm_model,
-             "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
-             "--recheck-ms": args.recheck_ms,
-             "--early-end-confidence": args.early_end_confidence,
-             "--text-end-threshold": args.text_end_threshold,
-             "--voice": args.voice and ":".join(p for p in args.voice if p),
-             "--questions-file": args.questions_file}
+    given = {flag: getattr(args, _dest(flag)) for flag, *_ in OVERRIDES} | {
+        "--profile": args.profile, "--modes": args.modes,
+        "--slow-cores": args.slow_cores if "slow" in args.modes else None,
+        "--language": args.language, "--config": args.config, "--llm-model": args.llm_model,
+        "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
+        "--voice": args.voice and ":".join(p for p in args.voice if p),
+        "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -344,28 +379,7 @@ def main() -> int:
     parser.add_argument("--machine", default=f"{os.cpu_count()}-core CPU")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--llm-threads", type=int, help="llm.threads (decode)")
-    parser.add_argument("--llm-batch-threads", type=int, help="llm.batch_threads (prompt)")
-    parser.add_argument("--burst-tokens", type=int, help="llm.burst_tokens (0 = off)")
-    parser.add_argument("--first-chunk-max-chars", type=int, help="agent.first_chunk_max_chars")
-    parser.add_argument("--warm-llm", choices=("true", "false"),
-                        help="agent.warm_llm (default: the server's, true)")
-    parser.add_argument("--decode-ahead-ms", type=int, help="vad.decode_ahead_ms")
-    parser.add_argument("--partial-interval-s", type=float, help="asr.partial_interval_s")
-    parser.add_argument("--asr-threads", type=int, help="asr.cpu_threads")
-    parser.add_argument("--lead-ms", type=int, help="agent.lead_ms")
-    parser.add_argument("--start-on-early-decode", choices=("true", "false"),
-                        help="agent.start_on_early_decode")
-    parser.add_argument("--asr-cuda-graphs", choices=("true", "false"), help="asr.cuda_graphs")
-    parser.add_argument("--runway-ms", type=int, help="agent.runway_ms (0 = off)")
-    parser.add_argument("--check-ahead", choices=("true", "false"), help="turn.check_ahead")
-    parser.add_argument("--patience-ms", type=int, help="turn.patience_ms")
-    parser.add_argument("--pause-ms", type=int, help="vad.pause_ms (when the turn model is asked)")
-    parser.add_argument("--recheck-ms", type=int, help="turn.recheck_ms (0 = off)")
-    parser.add_argument("--text-end-threshold", type=float,
-                        help="turn.text_end_threshold (0 = off; the text-end probe)")
-    parser.add_argument("--early-end-confidence", type=float,
-                        help="turn.early_end_confidence (0 = off)")
+    add_overrides(parser)
     parser.add_argument("--voice", type=parse_voice, default=None,
                         help="the asking voice, ENGINE[:VOICE] (default piper; e.g. "
                         "kokoro:am_michael)")
@@ -378,41 +392,13 @@ def main() -> int:
     args = parser.parse_args()
     args.max_silence_ms = TurnConfig().max_silence_ms
     setup_logging("INFO")
-    options = {"threads": args.llm_threads, "batch_threads": args.llm_batch_threads,
-               "burst_tokens": args.burst_tokens}
+    over = overrides(args)
     llm_profile, asr_profile = profile_keys(args)
-    llm = {key: value for key, value in options.items() if value is not None} | llm_profile
-    agent: dict[str, int | bool] = {}
-    if args.first_chunk_max_chars is not None:
-        agent["first_chunk_max_chars"] = args.first_chunk_max_chars
-    if args.warm_llm is not None:
-        agent["warm_llm"] = args.warm_llm == "true"
-    if args.lead_ms is not None:
-        agent["lead_ms"] = args.lead_ms
-    if args.runway_ms is not None:
-        agent["runway_ms"] = args.runway_ms
-    if args.start_on_early_decode is not None:
-        agent["start_on_early_decode"] = args.start_on_early_decode == "true"
-    turn: dict[str, int | bool | float] = {}
-    if args.check_ahead is not None:
-        turn["check_ahead"] = args.check_ahead == "true"
-    if args.patience_ms is not None:
-        turn["patience_ms"] = args.patience_ms
-    if args.recheck_ms is not None:
-        turn["recheck_ms"] = args.recheck_ms
-    if args.early_end_confidence is not None:
-        turn["early_end_confidence"] = args.early_end_confidence
-    if args.text_end_threshold is not None:
-        turn["text_end_threshold"] = args.text_end_threshold
+    llm, agent, turn = over["llm"] | llm_profile, over["agent"], over["turn"]
     voice: Voice = args.voice or ("piper", None)
     asked = read_questions(args.questions_file) if args.questions_file else None
     profile = {} if args.profile is None else {"mode": args.profile}
-    vad_options = {"decode_ahead_ms": args.decode_ahead_ms, "pause_ms": args.pause_ms}
-    vad = {key: value for key, value in vad_options.items() if value is not None}
-    asr_options: dict[str, float | int | bool | None] = {
-        "partial_interval_s": args.partial_interval_s, "cpu_threads": args.asr_threads,
-        "cuda_graphs": None if args.asr_cuda_graphs is None else args.asr_cuda_graphs == "true"}
-    asr = {key: value for key, value in asr_options.items() if value is not None} | asr_profile
+    vad, asr = over["vad"], over["asr"] | asr_profile
     runs: dict[str, list[Result]] = {}
     for mode, slow in modes(parser, args):
         if slow is not None:
