@@ -168,7 +168,7 @@ async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Out
             elif kind == "tool_call":
                 call = str(delta)
                 break  # the agent closes the stream here too
-            elif not kind.startswith("tool_"):  # (not "tool_name": the call goes on)
+            elif not kind.startswith("tool_"):  # words, the wrappers' notices among them
                 to_text = to_text or time.perf_counter() - start
                 words += delta
                 if len(words) >= WORDS_SHOWN:

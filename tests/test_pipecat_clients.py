@@ -82,6 +82,14 @@ async def wait_for(page: Page, condition: str, timeout_s: float) -> None:
     )
 
 
+def need_embed_bundle() -> None:
+    """The example's bundle (built once, `make clients`), or the test skips saying why."""
+    try:
+        embed_bundle()
+    except BrowserMissing as exc:
+        pytest.skip(str(exc))
+
+
 def embed_config(config: Config, origin: str) -> Config:
     return dataclasses.replace(config, embed=EmbedConfig(cors_origins=(origin,)))
 
@@ -89,10 +97,7 @@ def embed_config(config: Config, origin: str) -> Config:
 async def test_the_js_sdk_asks_by_voice_and_by_text(tmp_path: Path, agent_engines: Engines) -> None:
     from testkit.agent import agent_config
 
-    try:
-        embed_bundle()
-    except BrowserMissing as exc:
-        pytest.skip(str(exc))
+    need_embed_bundle()
     async with (
         browser(tmp_path, "What is the capital of France?") as page,
         static_site(EMBED_DIR) as origin,
@@ -138,10 +143,7 @@ async def test_the_prebuilts_flow(tmp_path: Path) -> None:
     """`startBotAndConnect` to /start with the prebuilt's own request data and transport
     option (`waitForICEGathering`: the offer carries every candidate, then the transport
     renegotiates once gathering completes): connected, bot-ready, the face decoded."""
-    try:
-        embed_bundle()
-    except BrowserMissing as exc:
-        pytest.skip(str(exc))
+    need_embed_bundle()
     async with (
         browser(tmp_path, None) as page,
         running_server(loopback_config(SMALL_VIDEO)) as (server, url),

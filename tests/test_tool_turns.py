@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,20 @@ async def test_a_call_runs_once_with_its_bridge_and_the_answer_reads_its_result(
         await h.close()
 
 
+async def talk_over(h: Harness, words: str, until: Callable[[], bool]) -> None:
+    """Once the agent speaks and `until()` holds, the user talks over it with `words` (a real
+    interruption: more than two words)."""
+    for _ in range(100):
+        turn = h.agent._turn  # noqa: SLF001
+        if until() and turn is not None and turn.phase == "speaking":
+            break
+        await h.listen(0.02)
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, voiced_ms=200)
+    h.agent.on_partial(2, words)
+    await h.settle()
+
+
 async def read_back(h: Harness, llm: Scripts, text: str = "Freeze my card ending 4821.") -> None:
     await h.ask(1, text)
     await h.listen(3.0)
@@ -166,15 +180,7 @@ async def test_a_barge_in_during_the_read_back_cancels_it() -> None:
     h, llm, app = rig(call_text("freeze_card", card_last4="4821"))
     try:
         await h.ask(1, "Freeze my card ending 4821.")
-        for _ in range(100):
-            turn = h.agent._turn  # noqa: SLF001
-            if turn is not None and turn.phase == "speaking":
-                break
-            await h.listen(0.02)
-        h.agent.on_speech_start(2)
-        h.agent.on_voice(2, voiced_ms=200)
-        h.agent.on_partial(2, "wait a moment please")
-        await h.settle()
+        await talk_over(h, "wait a moment please", until=lambda: True)
         assert tool_events(h)[-1] == ("freeze_card", "cancelled")
         h.agent.on_final(h.utterance(2, "Yes."))
         await h.listen(speech_duration(REPLY) + 1.0)
@@ -319,15 +325,7 @@ async def test_a_barge_in_while_a_tool_runs_cancels_the_call() -> None:
     h, llm, app = rig(call_text("account_balance"))
     try:
         await h.ask(1, "What's my balance?")
-        for _ in range(100):
-            turn = h.agent._turn  # noqa: SLF001
-            if app.asked and turn is not None and turn.phase == "speaking":
-                break
-            await h.listen(0.02)
-        h.agent.on_speech_start(2)  # over the bridge phrase
-        h.agent.on_voice(2, voiced_ms=200)
-        h.agent.on_partial(2, "no stop that please")
-        await h.settle()
+        await talk_over(h, "no stop that please", until=lambda: bool(app.asked))  # the bridge
         await h.listen(0.5)
         assert tool_events(h)[-1] == ("account_balance", "cancelled")
         assert not h.agent.tool_result(app.asked[0].id, {"balance": 1})  # nothing waits

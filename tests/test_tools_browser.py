@@ -25,10 +25,16 @@ from rtc_server.app import Server
 from rtc_server.engine_set import Engines
 from rtc_server.events import Event, ToolCallEvent
 from rtc_server.session import Session
-from testkit.browser import EMBED_DIR, BrowserMissing, embed_bundle, static_site
+from testkit.browser import EMBED_DIR, static_site
 from tests.support.server import running_server
 from tests.support.tool_engines import bank_config, bank_engines  # noqa: F401 (the fixture)
-from tests.test_pipecat_clients import browser, embed_config, rtvi_messages, wait_for
+from tests.test_pipecat_clients import (
+    browser,
+    embed_config,
+    need_embed_bundle,
+    rtvi_messages,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -77,10 +83,7 @@ class Bank:
 @asynccontextmanager
 async def bank_page(tmp_path: Path, engines: Engines) -> AsyncIterator[Bank]:
     """The embed page connected to the bank agent, its microphone silent."""
-    try:
-        embed_bundle()
-    except BrowserMissing as exc:
-        pytest.skip(str(exc))
+    need_embed_bundle()
     async with (
         browser(tmp_path, None) as page,
         static_site(EMBED_DIR) as origin,

@@ -3,17 +3,15 @@
 `ToolCallsLLM` wraps the bare engine (inside the figure check and the resilience wrapper, so
 a call's digits are not judged as an answer's figures). An answer that begins with a call
 (`<tool_call>`, or a bare `{` as small models write it) is held, not passed on (a `Notice`
-of kind `"tool_start"` says it has begun, so no holding phrase covers a call); as soon as
-the tool's name is written a `Notice` of kind `"tool_name"` carries it (the agent may start
-its bridge phrase then, while the arguments are still being decoded), and when the call is
-complete a `Notice` of kind `"tool_call"` carries its text and the generation stops: one call
-per answer, whatever the model would write next. An answer that begins with anything else
+of kind `"tool_start"` says it has begun: the agent starts its bridge phrase then, while the
+rest is decoded, and no holding phrase covers a call); when the call is complete a `Notice`
+of kind `"tool_call"` carries its text and the generation stops: one call per answer,
+whatever the model would write next. An answer that begins with anything else
 streams as it always did, without delay after its first characters.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, Sequence
 
 from engines.llm.base import ChatMessage, LLMWrapper, close_stream
@@ -21,7 +19,6 @@ from engines.llm.resilience import Notice
 from engines.tools.calls import parse_call
 
 _OPENERS = ("<tool_call>", "<tool", "{")
-_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
 def _may_open(text: str) -> bool:
@@ -36,7 +33,6 @@ class ToolCallsLLM(LLMWrapper):
         deltas = aiter(self.inner.stream(messages, max_new_tokens=max_new_tokens, stop=stop))
         held = ""
         mode: str | None = None  # None: not known yet; "text"; "call"
-        named = False
         try:
             async for delta in deltas:
                 if isinstance(delta, Notice) or mode == "text":
@@ -57,9 +53,6 @@ class ToolCallsLLM(LLMWrapper):
                         continue
                     else:
                         continue  # nothing yet, or "<tool_c": not known yet
-                if not named and (name := _NAME.search(held)):
-                    named = True
-                    yield Notice(name.group(1), "tool_name")
                 if "</tool_call>" in held or "</tools>" in held or (
                     held.rstrip().endswith("}") and parse_call(held) is not None
                 ):

@@ -223,11 +223,9 @@ async def test_words_stream_through_and_a_call_is_never_spoken() -> None:
     call = ['<tool_call>', '\n{"', 'name', '": "', 'freeze', '_card', '", "', 'arguments',
             '": {"card_last4": "4821"}}', '\n</tool_call>', 'and more', ' words']
     out, inner = await streamed(call)
-    assert [d.kind for d in out if isinstance(d, Notice)] == [
-        "tool_start", "tool_name", "tool_call"]
+    assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
     assert all(isinstance(d, Notice) for d in out)  # nothing of it is spoken
-    assert out[1] == "freeze_card"
-    call_read = parse_call(out[2])
+    call_read = parse_call(out[1])
     assert call_read is not None
     assert (call_read.name, call_read.arguments) == ("freeze_card", {"card_last4": "4821"})
     assert inner.given == 9  # the generation stopped where the call's object closed
@@ -235,8 +233,7 @@ async def test_words_stream_through_and_a_call_is_never_spoken() -> None:
 
 async def test_a_bare_json_call_ends_where_its_object_closes() -> None:
     out, inner = await streamed(['{"name": "account_balance", ', '"arguments": {}}', '\n{"nam'])
-    assert [d.kind for d in out if isinstance(d, Notice)] == [
-        "tool_start", "tool_name", "tool_call"]
+    assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
     assert inner.given == 2
 
 
