@@ -537,7 +537,9 @@ class AgentBehaviour:
                         turn.mark("tool_bridge", clock.time())
                         yield _phrase(self._acting.tools.phrases.bridge)
                     continue
-                if isinstance(delta, Notice) and delta.kind == "holding" and not holding:
+                if isinstance(delta, Notice) and (
+                    delta.kind == "tool_progress" or (delta.kind == "holding" and not holding)
+                ):
                     continue
                 if isinstance(delta, Notice) and delta.kind == "tool_call":
                     turn.mark("tool_call", clock.time())

@@ -36,6 +36,8 @@ async def answer(config: LLMConfig, question: str, show_chunks: bool) -> None:
         ):
             now = time.perf_counter() - t0
             if isinstance(delta, Notice):
+                if not delta:
+                    continue  # progress only (a tool call being written)
                 print(f"[{delta.kind}] ", end="")
             else:
                 first = now if first is None else first

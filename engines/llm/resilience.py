@@ -10,9 +10,11 @@ itself are `Notice` objects (a `str` subclass with a `kind`), so a caller can te
 - `"apology"`: the engine failed, answered nothing, or had not begun by `answer_deadline_s`.
 
 After the first token, a gap longer than `stall_timeout_s` ends the answer where it is (what
-was said stays said). A notice is a complete sentence ending with a space, emitted while
-nothing else is pending, so it can go to the voice at once without the clause chunker. All of
-it is asyncio timing around the inner stream: no extra thread, no polling.
+was said stays said); an inner wrapper's `"tool_progress"` notices (a tool call being written,
+held from the caller) count as tokens for this and are not passed on. A notice is a complete
+sentence ending with a space, emitted while nothing else is pending, so it can go to the voice
+at once without the clause chunker. All of it is asyncio timing around the inner stream: no
+extra thread, no polling.
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ class ResilientLLM(LLMWrapper):
                         delta = await anext(deltas, None)
                     if delta is None:
                         break
-                    yield delta
+                    if not (isinstance(delta, Notice) and delta.kind == "tool_progress"):
+                        yield delta
         except TimeoutError:
             logger.warning("LLM stalled for %.1f s mid-answer; ending it", self.stall_timeout_s)
         except InvalidInputError:

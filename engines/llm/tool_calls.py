@@ -4,7 +4,9 @@
 a call's digits are not judged as an answer's figures). An answer that begins with a call
 (`<tool_call>`, or a bare `{` as small models write it) is held, not passed on (a `Notice`
 of kind `"tool_start"` says it has begun: the agent starts its bridge phrase then, while the
-rest is decoded, and no holding phrase covers a call); when the call is complete a `Notice`
+rest is decoded, and no holding phrase covers a call); while it is held, each token decoded
+passes on as an empty `Notice` of kind `"tool_progress"`, so a stall timer outside sees a
+slow call being written, not a stalled engine; when the call is complete a `Notice`
 of kind `"tool_call"` carries its text and the generation stops: one call per answer,
 whatever the model would write next. An answer that begins with anything else
 streams as it always did, without delay after its first characters.
@@ -57,6 +59,8 @@ class ToolCallsLLM(LLMWrapper):
                     held.rstrip().endswith("}") and parse_call(held) is not None
                 ):
                     break  # one call per answer: the generation stops here
+                if mode == "call":
+                    yield Notice("", "tool_progress")
             if mode == "call":
                 yield Notice(held.strip(), "tool_call")
             elif held:

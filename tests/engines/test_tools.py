@@ -13,11 +13,12 @@ import pytest
 
 from engines.llm.base import ChatMessage
 from engines.llm.prompt import PromptBuilder
-from engines.llm.resilience import Notice
+from engines.llm.resilience import Notice, ResilientLLM
 from engines.llm.tool_calls import ToolCallsLLM
 from engines.text.consent import consent
 from engines.tools import ToolCall, ToolsError, ToolSet, check_call, parse_call
 from engines.tools.calls import is_tool_response, tool_response
+from tests.support.fakes import ScriptedLLM
 
 BANK = Path(__file__).resolve().parents[2] / "engines/tools/examples/bank.toml"
 
@@ -209,6 +210,11 @@ class Scripted:
         pass
 
 
+def kinds(out: Sequence[str]) -> list[str]:
+    """The notices' kinds, progress left out."""
+    return [d.kind for d in out if isinstance(d, Notice) and d.kind != "tool_progress"]
+
+
 async def streamed(deltas: Sequence[str]) -> tuple[list[str], Scripted]:
     inner = Scripted(deltas)
     out = [d async for d in ToolCallsLLM(inner).stream([ChatMessage("user", "x")],
@@ -223,17 +229,32 @@ async def test_words_stream_through_and_a_call_is_never_spoken() -> None:
     call = ['<tool_call>', '\n{"', 'name', '": "', 'freeze', '_card', '", "', 'arguments',
             '": {"card_last4": "4821"}}', '\n</tool_call>', 'and more', ' words']
     out, inner = await streamed(call)
-    assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
     assert all(isinstance(d, Notice) for d in out)  # nothing of it is spoken
-    call_read = parse_call(out[1])
+    assert kinds(out) == ["tool_start", "tool_call"]
+    # Each held token is told as progress (for the stall timer), with no text.
+    progress = [d for d in out if d.kind == "tool_progress"]  # type: ignore[attr-defined]
+    assert progress and set(progress) == {""}
+    call_read = parse_call(out[-1])
     assert call_read is not None
     assert (call_read.name, call_read.arguments) == ("freeze_card", {"card_last4": "4821"})
     assert inner.given == 9  # the generation stopped where the call's object closed
 
 
+async def test_a_call_written_slower_than_the_stall_timeout_is_not_cut() -> None:
+    """The call is held from the resilience wrapper, but its progress is not: a call that
+    takes longer to write than `stall_timeout_s` (a slow or busy machine) still arrives."""
+    call = ['<tool_call>', '\n{"', 'name', '": "', 'freeze', '_card', '", "', 'arguments',
+            '": {"card_last4": "4821"}}', '\n</tool_call>']
+    llm = ResilientLLM(ToolCallsLLM(ScriptedLLM(call, gap=0.1)), stall_timeout_s=0.5)
+    out = [d async for d in llm.stream([ChatMessage("user", "x")], max_new_tokens=50)]
+    assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
+    parsed = parse_call(out[-1])
+    assert parsed is not None and parsed.name == "freeze_card"
+
+
 async def test_a_bare_json_call_ends_where_its_object_closes() -> None:
     out, inner = await streamed(['{"name": "account_balance", ', '"arguments": {}}', '\n{"nam'])
-    assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
+    assert kinds(out) == ["tool_start", "tool_call"]
     assert inner.given == 2
 
 

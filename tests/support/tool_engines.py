@@ -21,9 +21,15 @@ BANK_TOOLS = Path(__file__).resolve().parents[2] / "engines" / "tools" / "exampl
 
 def bank_config() -> Config:
     """`agent_config()` as the bank with its tools (greedy decoding: the persona's
-    temperature 0), no greeting: what the server is started with beside `bank_engines`."""
+    temperature 0), no greeting: what the server is started with beside `bank_engines`.
+
+    The resilience deadlines are far out: these tests follow a call through the server, and
+    a loaded machine (Chromium beside the model on 2 cores) must not turn an answer into a
+    holding phrase or an apology (the deadlines are tested on scripted engines)."""
     config = agent_config(greeting="")
-    llm = dataclasses.replace(config.llm, persona="bank", tools=str(BANK_TOOLS))
+    llm = dataclasses.replace(config.llm, persona="bank", tools=str(BANK_TOOLS),
+                              first_token_deadline_s=120.0, answer_deadline_s=240.0,
+                              stall_timeout_s=120.0)
     return dataclasses.replace(config, llm=llm)
 
 
