@@ -31,6 +31,15 @@ def agent_config(greeting: str = "", **agent: Any) -> Config:
     )
 
 
+def patient(config: Config) -> Config:
+    """`config` with the LLM's resilience deadlines far out, for tests on the real model: a
+    loaded machine (a browser beside the model on 2 cores) must not turn an answer into a
+    holding phrase, an apology or a cut (the deadlines are tested on scripted engines)."""
+    llm = dataclasses.replace(config.llm, first_token_deadline_s=120.0,
+                              answer_deadline_s=240.0, stall_timeout_s=120.0)
+    return dataclasses.replace(config, llm=llm)
+
+
 def transcribe(engines: Engines, pcm48: np.ndarray) -> str:
     """What the server's own ASR hears in 48 kHz audio a peer received (fed in 1 s pieces)."""
     pcm = np.asarray(soxr.resample(pcm48, 48000, 16000), dtype=np.int16)

@@ -19,9 +19,9 @@ settings.load_profile("deterministic")
 def agent_engines() -> Iterator[Engines]:
     """ASR, LLM, TTS and face on the embedded defaults (slow to load: share them)."""
     from rtc_server.engine_set import load_engines
-    from testkit.agent import agent_config
+    from testkit.agent import agent_config, patient
 
-    engines = load_engines(agent_config())
+    engines = load_engines(patient(agent_config()))
     yield engines
     engines.close()
 

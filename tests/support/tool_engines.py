@@ -14,22 +14,17 @@ from engines.llm import create_llm
 from engines.tools.spec import ToolSet
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
-from testkit.agent import agent_config
+from testkit.agent import agent_config, patient
 
 BANK_TOOLS = Path(__file__).resolve().parents[2] / "engines" / "tools" / "examples" / "bank.toml"
 
 
 def bank_config() -> Config:
     """`agent_config()` as the bank with its tools (greedy decoding: the persona's
-    temperature 0), no greeting: what the server is started with beside `bank_engines`.
-
-    The resilience deadlines are far out: these tests follow a call through the server, and
-    a loaded machine (Chromium beside the model on 2 cores) must not turn an answer into a
-    holding phrase or an apology (the deadlines are tested on scripted engines)."""
-    config = agent_config(greeting="")
-    llm = dataclasses.replace(config.llm, persona="bank", tools=str(BANK_TOOLS),
-                              first_token_deadline_s=120.0, answer_deadline_s=240.0,
-                              stall_timeout_s=120.0)
+    temperature 0), no greeting: what the server is started with beside `bank_engines`,
+    with far deadlines (`patient`)."""
+    config = patient(agent_config(greeting=""))
+    llm = dataclasses.replace(config.llm, persona="bank", tools=str(BANK_TOOLS))
     return dataclasses.replace(config, llm=llm)
 
 
