@@ -9,7 +9,8 @@ answer, and 1.2 s after the answer's voice arrives it talks over it:
   and whether the reply answers it (a keyword of the right answer);
 - false interruptions: a cough (shaped noise bursts), clicks, a hummed "mm-hm" (two voiced
   nasal syllables: the TTS voices spell "Mm-hm" out as letters) and spoken backchannels
-  ("yeah", "okay", "right"). Measured: how often the answer ended (no more agent audio
+  ("yeah", "okay", "right"), a television 15 dB and music 10 dB under the asking voice, 4 s
+  of each. Measured: how often the answer ended (no more agent audio
   within 4 s of the sound, or an answer to the sound) instead of going on.
 Prints p50/p95 tables (markdown).
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import platform
 import sys
 import time
@@ -39,7 +41,7 @@ from engines.asr.text import word_error_rate  # noqa: E402
 from rtc_server.ice import restrict_host_candidates_to_loopback  # noqa: E402
 from testkit.agent import audio_timeline  # noqa: E402
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
-from testkit.speech import Engine, synth  # noqa: E402
+from testkit.speech import Engine, music, synth, voiced_bounds  # noqa: E402
 
 RATE = 16000
 LONG = (
@@ -68,7 +70,12 @@ VOICES: tuple[tuple[Engine, str | None, float], ...] = (
     ("espeak", "en-us+m3", 1.0), ("kokoro", "am_eric", 1.0), ("espeak", "en-gb+f2", 1.0),
 )
 DETECTED_MS = 1500.0  # the agent's audio stopped this soon after the interruption began
-FALSE = ("cough", "clicks", "mm-hm", "yeah", "okay", "right")
+FALSE = ("cough", "clicks", "mm-hm", "yeah", "okay", "right", "tv", "music")
+# Background sounds, dB under the asking voice (power over each one's voiced span):
+# a television's presenter (a voice nobody asks in) and music in the room, 4 s of each.
+UNDER_DB = {"tv": 15.0, "music": 10.0}
+TV = ("Good evening. Heavy rain is on its way to the north tonight, and in the markets, shares "
+      "closed higher after a difficult week.")
 LOUD_RMS = 200.0
 LEAD_S = 0.5
 
@@ -103,7 +110,19 @@ def hum() -> np.ndarray:
     return np.concatenate(parts).astype(np.int16)
 
 
-def sound(kind: str, seed: int) -> np.ndarray:
+def under(pcm: np.ndarray, voice: np.ndarray, db: float) -> np.ndarray:
+    """`pcm` scaled to `db` under `voice` (the power of each one's voiced span)."""
+    def power(x: np.ndarray) -> float:
+        first, last = voiced_bounds(x)
+        return float(np.mean(x[first:last].astype(np.float64) ** 2))
+    gain = math.sqrt(power(voice) / power(pcm) / 10 ** (db / 10))
+    return np.clip(pcm * gain, -32768, 32767).astype(np.int16)
+
+
+def sound(kind: str, seed: int, asking: np.ndarray) -> np.ndarray:
+    if kind in UNDER_DB:
+        pcm = synth(TV, engine="kokoro", voice="bm_lewis") if kind == "tv" else music(4.0, seed)
+        return under(pcm[: RATE * 4], asking, UNDER_DB[kind])
     if kind == "cough":
         return cough(seed)
     if kind == "clicks":
@@ -198,7 +217,8 @@ async def real_trial(url: str, i: int) -> Trial:
 
 async def false_trial(url: str, i: int) -> Trial:
     kind = FALSE[i % len(FALSE)]
-    peer, start, end = await talk_over(url, LONG[i % len(LONG)], sound(kind, i))
+    first = LONG[i % len(LONG)]
+    peer, start, end = await talk_over(url, first, sound(kind, i, synth(first, engine="piper")))
     await asyncio.sleep(end + 4.0 - time.monotonic())
     trial = Trial(kind, kind, was_speaking(peer, start))
     a_t, rms = audio_timeline(peer.received)

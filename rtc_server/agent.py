@@ -9,16 +9,18 @@ the audio track actually played).
   its first chunk but plays nothing until the final transcript confirms the words, else it
   is discarded (and writes nothing).
 - Barge-in: `barge_in_min_ms` of user speech while the agent speaks pauses it at once (the
-  voice stops within a frame, the mouth closes). The interrupting utterance is heard whole,
-  from its onset with the endpointer's pre-roll, whatever the agent was doing. If it turns out
-  to be a false interruption (no words; only backchannels such as "mm-hm" or "yeah"; or a
-  sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or two, as it
-  does with coughs and hums, unless a word means stop) the answer resumes from the start of
-  the word it was cut in; otherwise (more than two words heard, a stop word, or speech longer
-  than `false_interruption_max_ms`) the turn is interrupted and the new words get their
-  answer. `resume_false_interruption = false` interrupts at once instead. The rule judges the whole
-  interruption, not its first utterance: one with words that looks false ("This." where the
-  endpointer ended it at the speaker's first pause) keeps the answer paused for
+  voice stops within a frame, the mouth closes), if it sounds like the user: within
+  `barge_in_level_margin_db` of the level of their answered turns (engines/vad/loudness.py), so
+  a television or a room's talk under the answer does not stop it. The interrupting utterance
+  is heard whole, from its onset with the endpointer's pre-roll, whatever the agent was doing.
+  If it turns out to be a false interruption (no words; only backchannels such as "mm-hm" or
+  "yeah"; or a sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or
+  two, as it does with coughs and hums, unless a word means stop) the answer resumes from the
+  start of the word it was cut in; otherwise (more than two words heard, a stop word, or speech
+  longer than `false_interruption_max_ms`) the turn is interrupted and the new words get their
+  answer. `resume_false_interruption = false` interrupts at once instead. The rule judges the
+  whole interruption, not its first utterance: one with words that looks false ("This." where
+  the endpointer ended it at the speaker's first pause) keeps the answer paused for
   `false_interruption_wait_ms`, and speech in that time joins it (seen on a 2-core VM: a
   question cut to "This." was judged false and the rest of it never answered).
 - A new final transcript while a turn is still thinking replaces that turn (texts joined).
@@ -47,6 +49,7 @@ from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
 from engines.text.vocabulary import guess_topic
 from engines.tools.calls import is_tool_response
+from engines.vad.loudness import SpeakerLevel
 from engines.voicing import SpokenChunks
 from rtc_server.acting import Acting, FollowUp
 from rtc_server.config import Config
@@ -97,6 +100,10 @@ INTERRUPT_WORDS = frozenset({
     "stop", "wait", "no", "hold", "pause", "sorry", "excuse", "hey", "but", "actually", "nope",
     "停", "等", "不", "别", "慢",
 })
+
+
+def _db(level: float | None) -> str:
+    return "unknown" if level is None else f"{level:.0f} dBFS"
 
 
 def is_false_interruption(text: str, voiced_s: float, short_s: float) -> bool:
@@ -162,6 +169,9 @@ class AgentBehaviour:
             tools, ToolRunner(tools, session.app_client), session, config.llm.language)
         self._turn: Turn | None = None
         self._barge: _BargeIn | None = None
+        margin = config.agent.barge_in_level_margin_db
+        self._level = SpeakerLevel(margin) if margin > 0 else None  # the user's, learnt
+        self._too_quiet: int | None = None  # the utterance last found too quiet to interrupt
         self._state: State | None = None
         self._turns = 0
         # Each user utterance gets its turn id when it starts, so its partials, its final and
@@ -221,7 +231,7 @@ class AgentBehaviour:
         self._session.log.debug("user speech %d started (agent: %s)", utterance_id,
                                 self._turn.phase if self._turn else "idle")
 
-    def on_voice(self, utterance_id: int, voiced_ms: float) -> None:
+    def on_voice(self, utterance_id: int, voiced_ms: float, level_db: float | None = None) -> None:
         barge, turn = self._barge, self._turn
         if barge is not None and barge.utterance_id == utterance_id:
             if voiced_ms >= self._config.false_interruption_max_ms:
@@ -230,10 +240,23 @@ class AgentBehaviour:
         if turn is None or turn.phase != "speaking" or voiced_ms < self._config.barge_in_min_ms:
             return
         metrics = self._session.metrics
+        short_db = self._level.below(level_db) if self._level is not None else None
+        if short_db is not None:
+            if self._too_quiet != utterance_id:  # once per utterance: it is asked every frame
+                self._too_quiet = utterance_id
+                self._hearing.set_background(utterance_id, True)
+                metrics.quiet_interruptions.inc()
+                self._session.log.info("speech over the answer %.0f dB too quiet to be the "
+                                       "user's: not interrupting", short_db)
+            return
+        if self._too_quiet == utterance_id:  # it grew loud enough: the user's after all
+            self._hearing.set_background(utterance_id, False)
         metrics.barge_ins.inc()
         metrics.barge_in_ms.observe(voiced_ms)
         turn.barge_in_ms = round(voiced_ms, 1)
-        self._session.log.info("barge-in after %.0f ms of user speech", voiced_ms)
+        user_db = self._level.db if self._level is not None else None
+        self._session.log.info("barge-in after %.0f ms of user speech (level %s, the user's %s)",
+                               voiced_ms, _db(level_db), _db(user_db))
         now = self._session.clock.time()
         self._barge = _BargeIn(utterance_id, turn, onset=now - voiced_ms / 1000)
         if self._config.resume_false_interruption:
@@ -326,6 +349,7 @@ class AgentBehaviour:
         if turn is not None and turn.speculative and turn.utterance_id == utterance.id:
             if utterance.text and _same_words(utterance.text, turn.user_text) and not unsure:
                 turn.user_text = utterance.text
+                self._learn_level(utterance)
                 self._confirm(turn, utterance)
                 return
             self._discard(turn)
@@ -341,6 +365,7 @@ class AgentBehaviour:
             text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking turn
             self._discard(turn)
         new = self._new_turn(self._turn_id(utterance.id), text, utterance.id)
+        self._learn_level(utterance)
         self._confirm(new, utterance)
         if unsure:
             session.log.info("unsure of the words (confidence %.2f): asking back",
@@ -370,6 +395,11 @@ class AgentBehaviour:
         session.metrics.false_interruptions.inc()
         barge.turn.resume()
         self._update_state()
+
+    def _learn_level(self, utterance: Utterance) -> None:
+        """The user's words get a reply: their level is the user's (not a television's)."""
+        if self._level is not None:
+            self._level.heard(utterance.level_db)
 
     def _unsure(self, utterance: Utterance) -> bool:
         """The ASR was unsure of these words (`[agent] unsure_below`): ask back rather than

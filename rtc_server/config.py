@@ -122,6 +122,10 @@ class AgentConfig:
     greeting: str = "Hi, I'm Ava. What would you like to talk about?"
     # User speech this long while the agent speaks pauses it (barge-in).
     barge_in_min_ms: int = 150
+    # ... if it is also within this many dB of the user's own level (learnt from the turns
+    # answered): quieter speech (a television, a room) talks over the answer without stopping
+    # it. 0 = any level interrupts
+    barge_in_level_margin_db: float = 10.0
     # After a barge-in, an utterance with no words or only backchannel words ("mm-hm",
     # "yeah", a cough) resumes the answer from the word it was cut in; false: every barge-in
     # ends the answer.
@@ -177,6 +181,8 @@ class AgentConfig:
     clarify_again: str = "Sorry, I didn't quite catch that. Could you say it again?"
 
     def __post_init__(self) -> None:
+        if self.barge_in_level_margin_db < 0:
+            raise ValueError("barge_in_level_margin_db must be >= 0 (0 = off)")
         if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms, self.max_sentences) < 0 or (
             self.max_new_tokens < 1
         ):

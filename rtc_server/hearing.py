@@ -68,8 +68,9 @@ from engines.turn.policy import (
 )
 from engines.turn.speaker import bounded_wait, speaker_pauses
 from engines.turn.text_end import TextEnd, normalized
-from engines.vad import VadConfig, create_endpointer
+from engines.vad import SAMPLE_RATE, VadConfig, create_endpointer
 from engines.vad import base as events
+from engines.vad.loudness import UtteranceLevel
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
 from rtc_server.tasks import TaskSet
@@ -92,12 +93,15 @@ class Utterance:
     # The ASR's confidence in the words (`PauseText.confidence`, of the pause decode the final
     # reused); None where the engine can't tell or the final was decoded anew
     confidence: float | None = None
+    level_db: float | None = None  # how loud it was (engines/vad/loudness.py); None: unknown
 
 
 class HearingListener(Protocol):
     def on_speech_start(self, utterance_id: int) -> None: ...
 
-    def on_voice(self, utterance_id: int, voiced_ms: float) -> None: ...
+    def on_voice(
+        self, utterance_id: int, voiced_ms: float, level_db: float | None = None
+    ) -> None: ...
 
     def on_partial(self, utterance_id: int, text: str) -> None: ...
 
@@ -118,6 +122,7 @@ class _End:
     marks: dict[str, float]
     evidence: dict[str, float] = field(default_factory=dict)
     longest_pause_ms: float = 0.0  # the longest silence the speaker spoke on after, in it
+    level_db: float | None = None  # the utterance's level (`UtteranceLevel.db`)
 
 
 @dataclass
@@ -207,6 +212,8 @@ class Hearing:
         self._ops: deque[_Op] = deque()
         self._wake = asyncio.Event()
         self._utterance = 0
+        self._level = UtteranceLevel()  # the current utterance's voiced frames
+        self._background = False  # the current utterance: no partial or early decodes
         self._onset_clock = 0.0
         self._push_clock = 0.0  # clock time of the latest push (the endpointer's `time`)
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
@@ -229,11 +236,12 @@ class Hearing:
             self._handle(event, frame)
         elif self._endpointer.in_speech:
             silence_ms = self._endpointer.trailing_silence_ms
-            self._feed(frame, partial=silence_ms == 0)
+            self._feed(frame, partial=silence_ms == 0 and not self._background)
             if silence_ms == 0:
                 self._early = None  # speech again: a verdict asked in the silence is stale
                 self._speech_frames += 1
-            if not self._paused:
+                self._level.add(frame)
+            if not (self._paused or self._background):
                 rest = self._ahead.step(frame, silence_ms)
                 if rest is not None:
                     self._check_ahead(rest)
@@ -243,6 +251,16 @@ class Hearing:
             pause = self._pause
             if pause is not None and pause.decided and not pause.fired:
                 self._decide(pause)  # the silence may have grown to what the evidence asks
+
+    def set_background(self, utterance_id: int, background: bool) -> None:
+        """Speech the listener will not answer now (a television under the answer): its
+        utterance gets no partial or early decodes, which would take the cores from the
+        answer's voice (measured: a 4 s stall on 2 cores), only the pause decodes and the final
+        that end it. False: the listener's again (it became the user's)."""
+        if utterance_id == self._utterance:
+            self._background = background
+            if background:
+                self._ahead.reset()
 
     @property
     def pause_coming(self) -> bool:
@@ -259,6 +277,7 @@ class Hearing:
     def _handle(self, event: events.VadEvent, frame: np.ndarray) -> None:
         if isinstance(event, events.SpeechStarted):
             self._utterance += 1
+            self._background = False
             self._paused, self._pause, self._early = False, None, None
             self._longest_pause = 0.0
             if self._cut_at is not None and self._speaker is not None:
@@ -269,6 +288,9 @@ class Hearing:
             self._cut_at = None
             self._ahead.start(event.audio)
             self._onset_clock = self._stream_clock(event.t)
+            self._level = UtteranceLevel()  # from the onset: the pre-roll is not the voice
+            voiced = round((self._endpointer.time - event.t) * SAMPLE_RATE)
+            self._level.add(event.audio[max(len(event.audio) - voiced, 0):])
             self._put(("open", self._utterance, None))
             self._put(("feed", self._utterance, event.audio))
             self._listener.on_speech_start(self._utterance)
@@ -286,6 +308,7 @@ class Hearing:
             self._paused, self._pause, self._early = False, None, None
             self._longest_pause = max(self._longest_pause, event.silence_ms)
             self._speech_frames += 1
+            self._level.add(event.audio)
             self._feed(event.audio)  # the resumed speech from its onset
             self._listener.on_resume(self._utterance)
             self._voice()
@@ -300,7 +323,7 @@ class Hearing:
                evidence: dict[str, float]) -> None:
         self._paused, self._pause, self._early = False, None, None
         end = _End(self._clock.time(), self._stream_clock(event.t), event.reason, marks,
-                   evidence, self._longest_pause)
+                   evidence, self._longest_pause, self._level.db)
         self._put(("finish", self._utterance, end))
 
     def _stream_clock(self, t: float) -> float:
@@ -314,7 +337,7 @@ class Hearing:
     def _voice(self) -> None:
         if self._endpointer.trailing_silence_ms == 0:
             voiced_ms = (self._push_clock - self._onset_clock) * 1000
-            self._listener.on_voice(self._utterance, voiced_ms)
+            self._listener.on_voice(self._utterance, voiced_ms, self._level.db)
 
     # --- the verdict (on the loop, fed from the turn executor and the lane) ------------------
 
@@ -611,6 +634,7 @@ class Hearing:
                         forced=arg.reason == "max_length", reason=arg.reason, marks=arg.marks,
                         evidence=arg.evidence,
                         confidence=heard.confidence if reused and heard is not None else None,
+                        level_db=arg.level_db,
                     ))
             except asyncio.CancelledError:
                 raise

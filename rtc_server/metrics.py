@@ -30,6 +30,11 @@ class Metrics:
         self.barge_ins = Counter(
             "rtc_barge_ins", "Agent speech paused or stopped by the user", registry=self.registry
         )
+        self.quiet_interruptions = Counter(
+            "rtc_quiet_interruptions",
+            "Speech over an answer too far below the user's level to interrupt it",
+            registry=self.registry,
+        )
         self.false_interruptions = Counter(
             "rtc_false_interruptions", "Barge-ins that were not (the answer resumed)",
             registry=self.registry,

@@ -20,6 +20,7 @@ import pytest
 from engines.asr.base import PauseText
 from engines.turn import TurnConfig
 from engines.vad import VadConfig
+from engines.vad.gate import frame_dbfs
 from media.clock import MediaClock
 from rtc_server.engine_set import Pools
 from rtc_server.events import HEARING_MARKS
@@ -131,11 +132,15 @@ class Recorder:
         self.calls: list[tuple[str, object]] = []
         self.finals: list[Utterance] = []
         self.final = asyncio.Event()
+        self.levels: list[float | None] = []  # as each voiced frame reported it
 
     def on_speech_start(self, utterance_id: int) -> None:
         self.calls.append(("start", utterance_id))
 
-    def on_voice(self, utterance_id: int, voiced_ms: float) -> None: ...
+    def on_voice(
+        self, utterance_id: int, voiced_ms: float, level_db: float | None = None
+    ) -> None:
+        self.levels.append(level_db)
 
     def on_partial(self, utterance_id: int, text: str) -> None: ...
 
@@ -171,8 +176,8 @@ class Rig:
             on_error=lambda kind, exc: self.errors.append(kind),
         )
 
-    def say(self, seconds: float) -> None:
-        self._push((np.arange(int(seconds * SR)) % 1000 + 1).astype(np.int16))
+    def say(self, seconds: float, gain: float = 1.0) -> None:
+        self._push(((np.arange(int(seconds * SR)) % 1000 + 1) * gain).astype(np.int16))
 
     def quiet(self, seconds: float) -> None:
         self._push(np.zeros(int(seconds * SR), np.int16))
@@ -914,3 +919,54 @@ async def test_learning_off_keeps_the_one_long_limit(rigs: list[Rig]) -> None:
     await until(lambda: len(r.listener.finals) == 2)
     assert r.listener.finals[1].reason == "silence"
     assert "speaker_limit" not in r.listener.finals[1].evidence
+
+
+async def test_an_utterance_s_level_is_its_voice_s_not_the_room_s(rigs: list[Rig]) -> None:
+    """The level goes to the listener with the voice (for barge-in) and in the final: the
+    voiced frames' level, from the onset on (the quiet pre-roll does not lower it)."""
+    r = rig(rigs, ["What time is it?"], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(1.0)
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    sound = frame_dbfs((np.arange(SR) % 1000 + 1).astype(np.int16))
+    levels = [level for level in r.listener.levels if level is not None]
+    assert r.listener.levels[0] is not None  # known from the first report on
+    # Within the sound's frames (the sawtooth's 20 ms frames vary by a few dB), never down
+    # at the silent pre-roll's -100 dB.
+    assert levels and all(abs(level - sound) < 4.0 for level in levels)
+    loud = r.listener.finals[0].level_db
+    assert loud is not None and loud == pytest.approx(levels[-1])
+    r.listener.final.clear()
+    r.quiet(1.0)
+    r.say(1.0, gain=0.1)  # the same sound, 20 dB down
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    quiet = r.listener.finals[-1].level_db
+    assert quiet is not None and abs(quiet - (loud - 20)) < 0.5
+
+
+async def test_background_speech_costs_no_partial_or_early_decodes(rigs: list[Rig]) -> None:
+    """Speech the listener set aside (a television under the answer) is still heard to its
+    end, but without partial decodes or the early decode: only the pause's and the final."""
+    r = rig(rigs, ["Good evening."], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(0.3)
+    await until(lambda: bool(r.asr.streams) and r.asr.streams[0]._fed == int(0.6 * SR))
+    stream = r.asr.streams[0]
+    assert stream.partial_flags and all(stream.partial_flags)  # the listener's: partials
+    before = len(stream.partial_flags)
+    r.hearing.set_background(1, True)
+    r.say(0.7)
+    await until(lambda: stream._fed == int(1.3 * SR))
+    assert not any(stream.partial_flags[before:])  # set aside: fed, never decoded on the way
+    r.quiet(0.2)
+    await asyncio.wait_for(r.listener.final.wait(), 3)
+    assert r.listener.finals[0].text == "Good evening."  # still heard to its end
+    assert "ahead" not in [op for op, _ in stream.ops]  # no early decode
+    r.hearing.set_background(1, False)  # (an old utterance: changes nothing)
+    r.listener.final.clear()
+    r.quiet(1.0)
+    r.say(1.0)  # a new utterance is the listener's again
+    await until(lambda: len(r.asr.streams) == 2 and r.asr.streams[1]._fed == int(1.5 * SR))
+    assert all(r.asr.streams[1].partial_flags)

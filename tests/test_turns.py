@@ -249,6 +249,46 @@ async def test_an_interruption_is_judged_on_all_its_words_not_its_first(h: Harne
     assert h.llm.calls[-1][-1] == ChatMessage("user", "This. is the capital of Japan?")
 
 
+async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harness) -> None:
+    """A television under the answer: speech 15 dB below the level of the user's answered
+    question does not pause it (counted once), and its words, ending while the answer plays,
+    are not taken for a question; the user's own level interrupts as always."""
+    h.agent.on_speech_start(1)
+    h.agent.on_final(dataclasses.replace(h.utterance(1, "Tell me."), level_db=-20.0))
+    await h.settle()
+    await h.listen(0.4)
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None and turn.phase == "speaking"
+    h.agent.on_speech_start(2)
+    for voiced_ms in (200, 220, 400, 1300):  # long, but quiet: not the user
+        h.agent.on_voice(2, voiced_ms, level_db=-35.0)
+    assert turn.phase == "speaking"
+    assert h.session.metrics.quiet_interruptions._value.get() == 1  # noqa: SLF001
+    h.agent.on_final(dataclasses.replace(h.utterance(2, "And now the weather."), level_db=-35.0))
+    await h.listen(0.3)
+    assert turn.phase == "speaking" and len(h.llm.calls) == 1
+    h.agent.on_speech_start(3)
+    h.agent.on_voice(3, 200, level_db=-24.0)  # 4 dB under the user's: theirs
+    assert turn.phase == "paused"
+
+
+async def test_before_any_answered_turn_any_level_may_interrupt() -> None:
+    """Nothing is known of the user yet (the greeting plays): a quiet voice interrupts; with
+    the margin at 0 it always does."""
+    for margin, level in ((10.0, None), (0.0, -60.0)):
+        h = Harness(barge_in_level_margin_db=margin)
+        try:
+            await h.ask(1, "Tell me.")  # (a test utterance carries no level)
+            await h.listen(0.4)
+            turn = h.agent._turn  # noqa: SLF001
+            assert turn is not None
+            h.agent.on_speech_start(2)
+            h.agent.on_voice(2, 200, level_db=-60.0 if level is None else level)
+            assert turn.phase == "paused"
+        finally:
+            await h.close()
+
+
 async def test_a_long_barge_in_without_words_is_a_real_interruption(h: Harness) -> None:
     await h.ask(1, "Tell me.")
     await h.listen(0.4)

@@ -190,6 +190,11 @@ def test_the_prompt_carries_the_tools_and_drops_what_the_persona_cannot_do() -> 
                                 ChatMessage("user", tool_response("{}"))])
     assert messages[-1].content == tool_response("{}")  # no reminder on a tool's result
     assert messages[1].content.endswith(acting.reminder)
+    # In Chinese too: the bank that acts no longer says it cannot see accounts.
+    plain_zh = PromptBuilder.for_persona("bank", language="zh")
+    acting_zh = PromptBuilder.for_persona("bank", tools=bank(), language="zh")
+    assert "你看不到客户的账户" in plain_zh.system and "你看不到客户的账户" not in acting_zh.system
+    assert "我的贷款还欠多少" in plain_zh.system and "我的贷款还欠多少" not in acting_zh.system
 
 
 class Scripted:
