@@ -14,13 +14,18 @@ and decode tokens/s, then every answer that failed its rule.
     .venv/bin/python bench/answers.py [--model qwen2.5-coder-1.5b] [--threads 1] [--runs 1]
         [--knowledge-bank FILE] [--knowledge-tutor FILE] [--personas bank ...] [--show] [--raw]
         [--max-sentences 3] [--profile auto|quality|fast] [--modes as-is,slow] [--language zh]
+        [--questions-file bench/answers_heldout.toml]
+        [--voices kokoro:bf_isabella,espeak:en-us+f3 [--noises clean,15] [--asr-model tiny.en]]
 
 `--profile` asks the server's profile (`rtc_server/profile.py`, the calibration of the machine
 this runs on) which model and threads it would use, and benchmarks those; `--modes slow` runs
 the same on the emulated slow machine (`bench/slow_machine.py`: the AVX2 llama.cpp build, the
 process held to half the CPU), `as-is,slow` both, one report after the other. `--language zh`
 asks the Chinese set (`bench/answers_questions.toml`, `zh`) of the Chinese personas and facts;
-an answer counts only in Simplified Chinese.
+an answer counts only in Simplified Chinese. `--voices` speaks each question's last turn (the
+voices and noises in turn, the Chinese category left out) and asks what the server's Whisper
+heard (`bench/asr.py`, offline in audio time: the same on a busy machine): answers right
+through the ears.
 """
 
 from __future__ import annotations
@@ -42,8 +47,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.answers_zh import honest, simplified_only  # noqa: E402
+from bench.asr import make_ears  # noqa: E402
 from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
+from engines.asr.text import word_error_rate  # noqa: E402
 from engines.llm import ChatLLM, ChatMessage, LLMConfig, build_engine, create_llm  # noqa: E402
 from engines.llm.grounding import figures  # noqa: E402
 from engines.llm.personas import example_knowledge  # noqa: E402
@@ -70,9 +77,9 @@ class Question:
 QUESTIONS_FILE = Path(__file__).resolve().parent / "answers_questions.toml"
 
 
-def load_questions(language: str) -> tuple[Question, ...]:
-    """The questions of `language` ("en", "zh") in `bench/answers_questions.toml`."""
-    with QUESTIONS_FILE.open("rb") as f:
+def load_questions(language: str, path: Path = QUESTIONS_FILE) -> tuple[Question, ...]:
+    """The questions of `language` ("en", "zh") in `path` (`bench/answers_questions.toml`)."""
+    with path.open("rb") as f:
         rows = tomllib.load(f)[language]
     return tuple(Question(r["category"], r["persona"], tuple(r["turns"]), tuple(r["accept"]),
                           r.get("not_covered", False)) for r in rows)
@@ -91,6 +98,7 @@ class Result:
     tokens_per_s: float = math.nan
     first_token_s: float = math.nan
     capped: bool = False  # ended at max_sentences
+    heard: str | None = None  # the question as Whisper heard it (`--voices`)
 
 
 async def ask(
@@ -152,6 +160,7 @@ def profile_choice(args: argparse.Namespace) -> None:
 
     fitted = fit(replace(Config(), profile=ProfileConfig(mode=args.profile)))
     args.model = args.model or fitted.llm_model
+    args.asr_model = args.asr_model or fitted.asr_model
     if args.threads is None and fitted.llm_threads is not None:
         args.threads, args.batch_threads, args.burst_tokens = fitted.llm_threads
     print(fitted.describe(), file=sys.stderr)
@@ -173,20 +182,29 @@ async def run(args: argparse.Namespace) -> list[Result]:
         # As deployed (the persona's figure check, no holding phrase), or the bare model.
         llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        ears = make_ears(args.asr_model, persona) if args.voices else None
         try:
-            asked = load_questions(args.language)
-            for question in [x for x in asked if x.persona == persona]:
+            asked = load_questions(args.language, args.questions_file)
+            for question in [x for x in asked if x.persona == persona and not (
+                    ears and x.category == "chinese")]:
                 for _ in range(args.runs):
+                    turns, heard = question.turns, None
+                    if ears is not None:  # the question spoken: each its voice and noise
+                        k = len(results)
+                        voice = args.voices[k % len(args.voices)]
+                        noise = args.noises[k // len(args.voices) % len(args.noises)]
+                        heard = ears(turns[-1], voice, noise)
+                        turns = (*turns[:-1], heard)
                     answer, first, rate, token, capped = await ask(
-                        llm, question.turns, args.max_new_tokens, args.max_sentences
+                        llm, turns, args.max_new_tokens, args.max_sentences
                     )
                     ok, invented = judge(question, answer, facts, args.language)
                     results.append(
-                        Result(question, answer, ok, invented, first, rate, token, capped)
+                        Result(question, answer, ok, invented, first, rate, token, capped, heard)
                     )
                     if args.show:
                         mark = "ok " if ok else "BAD"
-                        print(f"[{mark}] {question.turns[-1]} -> {answer}", file=sys.stderr)
+                        print(f"[{mark}] {turns[-1]} -> {answer}", file=sys.stderr)
         finally:
             llm.close()
     return results
@@ -202,7 +220,10 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
           + f", {LLMConfig(threads=args.threads).decode_threads} thread(s), "
           f"temperature {'persona default' if args.temperature is None else args.temperature}, "
           f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}, "
-          f"language {args.language}\n")
+          f"language {args.language}"
+          + (f"; spoken ({', '.join(args.voices)}; noise {', '.join(args.noises)}; Whisper "
+             f"{args.asr_model}, the persona's facts as its prompt)" if args.voices else "")
+          + "\n")
     print("| category | questions | accepted | accuracy |")
     print("|---|---|---|---|")
     for cat, rs in by_cat.items():
@@ -227,11 +248,17 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     capped = sum(r.capped for r in results)
     print(f"\nAnswers ended at `max_sentences` ({args.max_sentences}; the model had more to "
           f"say): {capped}/{len(results)}")
+    spoken = [r for r in results if r.heard is not None]
+    if spoken:
+        wer = word_error_rate([r.question.turns[-1] for r in spoken],
+                              [r.heard or "" for r in spoken])
+        print(f"\nThe spoken questions heard with WER {wer:.2f} ({len(spoken)} questions).")
     failed = [r for r in results if not r.ok]
     if failed:
         print("\nNot accepted:")
         for r in failed:
-            print(f"- [{r.question.category}] {r.question.turns[-1]!r} -> {r.answer!r}")
+            heard = f" (heard {r.heard!r})" if r.heard is not None else ""
+            print(f"- [{r.question.category}] {r.question.turns[-1]!r}{heard} -> {r.answer!r}")
 
 
 def main() -> int:
@@ -259,6 +286,15 @@ def main() -> int:
     parser.add_argument("--language", default="en", choices=["en", "zh"],
                         help="zh: the Chinese personas, facts and questions (answers_zh.py)")
     parser.add_argument("--show", action="store_true", help="print every answer as it comes")
+    parser.add_argument("--questions-file", type=Path, default=QUESTIONS_FILE,
+                        help="the questions (bench/answers_heldout.toml: held out)")
+    parser.add_argument("--voices", type=lambda v: v.split(","), default=None,
+                        help="speak each question (piper, espeak:NAME, kokoro:NAME; in turn) "
+                        "and ask what Whisper heard")
+    parser.add_argument("--noises", type=lambda v: v.split(","), default=["clean"],
+                        help="with --voices: clean, or white noise at SNR dB (15,5)")
+    parser.add_argument("--asr-model", default=None,
+                        help="with --voices: Whisper base or tiny.en (default: the profile's)")
     parser.add_argument("--raw", action="store_true",
                         help="the bare model, without the persona's figure check")
     args = parser.parse_args()
@@ -276,6 +312,7 @@ def main() -> int:
         return subprocess.run(command, env=slow.env(), check=False).returncode
     if args.profile:
         profile_choice(args)
+    args.asr_model = args.asr_model or "base"
     results = asyncio.run(run(args))
     report(results, args)
     return 0

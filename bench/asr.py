@@ -119,6 +119,25 @@ def sentence_clip(text: str, voice: str, noise: str) -> Clip:
     return Clip(text, voice, noise, _place(speech, text, noise), LEAD_S + speech.shape[0] / SR)
 
 
+def make_ears(model: str, persona: str = "bank") -> Callable[..., str]:
+    """`hear(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
+    server's Whisper `model` hears it with `persona`'s facts as its prompt (utterances
+    joined), the endpointer and turn model as deployed."""
+    from engines.llm import LLMConfig, build_prompt
+    from engines.text.vocabulary import prompt_from
+
+    facts = build_prompt(LLMConfig(persona=persona)).facts
+    asr = create_asr(AsrConfig(model=model, prompt=prompt_from(facts, (LLMConfig.agent_name,))))
+    turn = TurnConfig()
+    turn_model = load_turn_model(turn)
+
+    def hear(text: str, voice: str, noise: str = "clean") -> str:
+        clip = sentence_clip(text, voice, noise)
+        return " ".join(u.text for u in listen(clip.audio, asr, turn=turn,
+                                                turn_model=turn_model)).strip()
+    return hear
+
+
 def paused_clip(k: int, voice: str, noise: str) -> Clip:
     prefix, rest = PAUSE_QUESTIONS[k]
     pause_s = 0.5 + 0.1 * (k % 5)  # 0.5 .. 0.9 s

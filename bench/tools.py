@@ -28,7 +28,6 @@ import re
 import sys
 import time
 import tomllib
-from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +36,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.asr import make_ears  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
-from engines.llm import ChatLLM, LLMConfig, build_prompt, create_llm  # noqa: E402
+from engines.llm import ChatLLM, LLMConfig, create_llm  # noqa: E402
 from engines.llm.base import ChatMessage  # noqa: E402
 from engines.llm.resilience import Notice  # noqa: E402
 from engines.progress import Progress  # noqa: E402
@@ -130,26 +130,6 @@ def _digits(text: str) -> str:
 
     text = re.sub(r"£\s?(\d[\d,.]*)", r"\1 pounds", text)
     return re.sub(r"(\d),(\d{3})", r"\1\2", alpha2digit(text, "en"))
-
-
-def make_ears(model: str) -> Callable[[str, str], str]:
-    """`hear(text, voice)`: `text` spoken in `voice`, as Whisper heard it (utterances joined)."""
-    from bench.asr import sentence_clip
-    from engines.asr import AsrConfig, create_asr
-    from engines.asr.offline import listen
-    from engines.text.vocabulary import prompt_from
-    from engines.turn import TurnConfig, load_turn_model
-
-    facts = build_prompt(LLMConfig(persona="bank")).facts
-    asr = create_asr(AsrConfig(model=model, prompt=prompt_from(facts, (LLMConfig.agent_name,))))
-    turn = TurnConfig()
-    turn_model = load_turn_model(turn)
-
-    def hear(text: str, voice: str) -> str:
-        clip = sentence_clip(text, voice, "clean")
-        return " ".join(u.text for u in listen(clip.audio, asr, turn=turn,
-                                                turn_model=turn_model)).strip()
-    return hear
 
 
 async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Outcome:
