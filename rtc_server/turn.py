@@ -179,10 +179,13 @@ class Turn:
         return True
 
     def resume(self) -> None:
-        """It was a false interruption: play what was kept and go on."""
+        """It was a false interruption: play what was kept at once (not when the next chunk
+        is ready: the model may be seconds from it) and go on."""
         if self.phase == "paused" and not self._stopping:
             self._set_phase("speaking")
             self._playing.set()
+            while self._replay:
+                self._schedule(self._replay.pop(0))
 
     async def interrupt(self) -> None:
         """Stop everything this turn does; returns once all its tasks have stopped."""

@@ -221,6 +221,32 @@ async def test_a_false_interruption_resumes_where_it_was_cut(h: Harness, remark:
         c.text for c in turn.chunks]
 
 
+async def test_a_false_interruption_resumes_at_once_while_the_answer_is_still_thought(
+    h: Harness,
+) -> None:
+    """The model has not written the next sentence yet when a backchannel pauses the answer:
+    the rest of the cut chunk plays as soon as it is judged false, not when the next chunk
+    comes (seen on 2 cores: seconds of silence after every "okay")."""
+    h.llm.hold_at = 7  # "Sure. The answer is forty two," then the model stalls
+    await h.ask(1, "Tell me.")
+    await h.listen(0.25)
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None and turn.phase == "speaking"
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, voiced_ms=200)
+    assert turn.phase == "paused"
+    await h.listen(0.3)
+    h.agent.on_final(h.utterance(2, ""))  # no words: resumed at once
+    await h.settle()
+    assert turn.phase == "speaking"
+    before = len(h.heard)
+    await h.listen(0.3)
+    assert any(np.abs(f).max() > 1000 for f in h.heard[before:])  # the voice goes on now
+    h.llm.go_on.set()
+    await h.listen(speech_duration(REPLY) + 1.5)
+    assert turn.is_done and not turn.interrupted
+
+
 async def barged_in(h: Harness, into_s: float) -> Turn:
     """The answer to "Tell me." `into_s` into its voice, paused by 200 ms of utterance 2."""
     await h.ask(1, "Tell me.")
@@ -270,6 +296,25 @@ async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harnes
     h.agent.on_speech_start(3)
     h.agent.on_voice(3, 200, level_db=-24.0)  # 4 dB under the user's: theirs
     assert turn.phase == "paused"
+
+
+async def test_the_greeting_is_interrupted_like_any_answer() -> None:
+    """Talking over the greeting pauses it at once, and a question stops it and is answered."""
+    h = Harness(greeting="Hello there, I am Ava, and I can tell you about many things today.")
+    try:
+        await h.listen(0.6)
+        turn = h.agent._turn  # noqa: SLF001
+        assert turn is not None and turn.phase == "speaking"
+        h.agent.on_speech_start(1)
+        h.agent.on_voice(1, 200, level_db=-20.0)
+        assert turn.phase == "paused"
+        h.agent.on_partial(1, "what time is")
+        h.agent.on_final(h.utterance(1, "What time is it?"))
+        await h.listen(speech_duration(REPLY) + 1.0)
+        assert turn.is_done and turn.interrupted
+        assert h.llm.calls[-1][-1] == ChatMessage("user", "What time is it?")
+    finally:
+        await h.close()
 
 
 async def test_before_any_answered_turn_any_level_may_interrupt() -> None:

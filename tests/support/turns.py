@@ -100,7 +100,7 @@ class Harness:
             pools=Pools(asr=inline, tts=inline, face=inline, render=inline),  # type: ignore[arg-type]
             tools=tools,
         )
-        config = Config(agent=AgentConfig(greeting="", lead_ms=20, **agent))
+        config = Config(agent=AgentConfig(**{"greeting": "", "lead_ms": 20, **agent}))
         holder: dict[str, AgentBehaviour] = {}
 
         def factory(session: Session) -> AgentBehaviour:
