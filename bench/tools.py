@@ -11,7 +11,9 @@ does. A read-back is answered "Yes, go ahead." in the same voice (made only wher
 hears a yes) and, for the confirm set, "No, don't." (must make none). Per voice: right tool
 and arguments among the 20, read-backs, calls where none was asked (asks beside), WER (figures
 as digits on both sides), and from the stream's start the time to a call's first token (where
-the bridge phrase starts) and to an answer's first word. The wrong outcomes follow the table.
+the bridge phrase starts) and to an answer's first word, and for each call made, from the
+app's result (`APP_RESULTS`, as the model reads it after the call) to the first word of the
+answer from it. The wrong outcomes follow the table.
 
     .venv/bin/python bench/tools.py [--voices kokoro:af_sarah,kokoro:bm_george,espeak:en-us+m3]
         [--model qwen2.5-coder-1.5b|qwen2.5-coder-0.5b] [--limit N] [--text]
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import platform
@@ -45,7 +48,7 @@ from engines.llm.base import ChatMessage  # noqa: E402
 from engines.llm.resilience import Notice  # noqa: E402
 from engines.progress import Progress  # noqa: E402
 from engines.text.consent import consent  # noqa: E402
-from engines.tools.calls import Verdict, check_call, parse_call  # noqa: E402
+from engines.tools.calls import Verdict, check_call, parse_call, tool_response  # noqa: E402
 from engines.tools.spec import ToolSet  # noqa: E402
 
 logger = logging.getLogger("bench.tools")
@@ -56,6 +59,14 @@ KINDS = ("tool", "confirm", "none")
 YES, NO = "Yes, go ahead.", "No, don't."
 MAX_TOKENS = 120  # the agent's answer cap ([agent] max_new_tokens)
 WORDS_SHOWN = 60  # characters of an answer in words kept (for the list of wrong outcomes)
+# What the app answers a call with (as the embed demo's handlers would); others: done.
+APP_RESULTS = {
+    "account_balance": {"account": "everyday", "balance": 1240.5, "currency": "GBP"},
+    "recent_payments": {"payments": [
+        {"date": "2026-12-04", "payee": "Tesco", "amount": 23.4},
+        {"date": "2026-12-03", "payee": "Transport for London", "amount": 6.8},
+        {"date": "2026-12-01", "payee": "Netflix", "amount": 10.99}]},
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,7 @@ class Outcome:
     verdict: Verdict | None  # None: no call, or one that could not be read
     to_name: float | None  # s from the stream's start to a call's first token (the bridge)
     to_text: float | None  # s to the first word of an answer in words
+    to_result_word: float | None = None  # s from the app's result to the answer's first word
     yes: str = ""  # consent() of the heard "Yes, go ahead." (read-backs only)
     no_made: bool = False  # the heard "No, don't." would have run it
 
@@ -158,7 +170,24 @@ async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Out
     parsed = parse_call(call)  # unreadable: the agent answers in words instead
     # acting._said: the user's words of this request and the one before (none: fresh).
     verdict = check_call(tools, parsed, heard) if parsed is not None else None
-    return Outcome(request, heard, " ".join(call.split()), verdict, to_name, to_text)
+    out = Outcome(request, heard, " ".join(call.split()), verdict, to_name, to_text)
+    if verdict is not None and verdict.kind in ("run", "confirm"):  # (a confirm: on the yes)
+        result = json.dumps(APP_RESULTS.get(verdict.call.name, {"status": "done"}))
+        out.to_result_word = await first_word(llm, [
+            ChatMessage("user", heard), ChatMessage("assistant", verdict.call.text()),
+            ChatMessage("user", tool_response(result))])
+    return out
+
+
+async def first_word(llm: ChatLLM, messages: list[ChatMessage]) -> float | None:
+    """Seconds to the first word the model says to `messages` (None: it said none)."""
+    start = time.perf_counter()
+    stream = llm.stream(messages, max_new_tokens=MAX_TOKENS)
+    async with aclosing(stream):  # type: ignore[type-var]
+        async for delta in stream:
+            if not isinstance(delta, Notice) and delta.strip():
+                return time.perf_counter() - start
+    return None
 
 
 def ms(values: list[float]) -> str:
@@ -184,6 +213,7 @@ def row(label: str, outs: list[Outcome], heard: bool) -> str:
                and o.verdict.kind == "confirm"]
     names = [o.to_name for o in outs if o.to_name is not None]
     texts = [o.to_text for o in outs if o.to_name is None and o.to_text is not None]
+    results = [o.to_result_word for o in outs if o.to_result_word is not None]
     return (f"| {label} | **{sum(o.right for o in acting)}/{len(acting)}** | "
             f"{sum(o.right for o in by['tool'])}/{len(by['tool'])} | "
             f"{sum(o.wanted for o in by['confirm'])}, {sum(o.right for o in by['confirm'])}"
@@ -192,7 +222,7 @@ def row(label: str, outs: list[Outcome], heard: bool) -> str:
             f"{sum(o.no_made for o in no_pass)}/{len(no_pass)} | "
             f"**{unasked}/{len(by['none'])}** ({asks}) | "
             f"{f'{wer(outs) * 100:.1f}%' if heard else '—'} | {ms(names)} ({len(names)}) | "
-            f"{ms(texts)} ({len(texts)}) |")
+            f"{ms(texts)} ({len(texts)}) | {ms(results)} ({len(results)}) |")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -237,8 +267,9 @@ def report(results: dict[str, list[Outcome]], replies: dict[str, dict[str, str]]
     print("| voice | right tool + args | run at once | read back right, run on the yes | "
           "confirm tools: read back / calls, run without a yes | \"No, don't.\" ran it | "
           "calls where none was asked (asks) | WER | to a call's start (bridge) p50 / p95 ms (n) | "
-          "to the first word p50 / p95 ms (n) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "to the first word p50 / p95 ms (n) | from the app's result to the first word p50 / "
+          "p95 ms (n) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for voice, outs in [*results.items(), *([("all", every)] if len(results) > 1 else [])]:
         print(row(voice, outs, not args.text))
     print("\nThe replies to a read-back, as heard: " + "; ".join(
