@@ -333,6 +333,33 @@ async def test_a_barge_in_while_a_tool_runs_cancels_the_call() -> None:
         await h.close()
 
 
+async def test_a_backchannel_over_the_bridge_resumes_it_and_the_call_goes_on() -> None:
+    """An "mm-hm" over the bridge phrase is a false interruption like any other: the bridge
+    resumes, the call it covers is not cancelled, and the answer reads its result."""
+    h, llm, app = rig(call_text("account_balance"))
+    try:
+        await h.ask(1, "What's my balance?")
+        for _ in range(100):
+            turn = h.agent._turn  # noqa: SLF001
+            if app.asked and turn is not None and turn.phase == "speaking":
+                break
+            await h.listen(0.02)
+        assert turn is not None
+        h.agent.on_speech_start(2)
+        h.agent.on_voice(2, voiced_ms=200)
+        assert turn.phase == "paused"
+        h.agent.on_final(h.utterance(2, "mm-hm"))
+        await h.settle()
+        assert turn.phase == "speaking"
+        await answer_when_asked(h, app, {"balance": 1240.5})
+        await h.listen(speech_duration(REPLY) + 2.0)
+        assert tool_events(h) == [("account_balance", "running"), ("account_balance", "done")]
+        assert turn.is_done and not turn.interrupted
+        assert is_tool_response(llm.calls[-1][-1].content)
+    finally:
+        await h.close()
+
+
 async def test_no_holding_phrase_covers_a_call_or_follows_the_bridge() -> None:
     """The resilience wrapper's holding phrase is for a model that says nothing: a call being
     written is something, and the answer after a tool's result follows the bridge."""
