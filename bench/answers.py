@@ -47,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.answers_zh import honest, simplified_only  # noqa: E402
-from bench.asr import make_ears  # noqa: E402
+from bench.asr import Ears  # noqa: E402
 from bench.slow_machine import SlowMachine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
@@ -99,6 +99,7 @@ class Result:
     first_token_s: float = math.nan
     capped: bool = False  # ended at max_sentences
     heard: str | None = None  # the question as Whisper heard it (`--voices`)
+    asked_back: bool = False  # ... so unsure of it that the agent would ask back instead
 
 
 async def ask(
@@ -182,25 +183,26 @@ async def run(args: argparse.Namespace) -> list[Result]:
         # As deployed (the persona's figure check, no holding phrase), or the bare model.
         llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        ears = make_ears(args.asr_model, persona) if args.voices else None
+        ears = Ears(args.asr_model, persona) if args.voices else None
         try:
             asked = load_questions(args.language, args.questions_file)
             for question in [x for x in asked if x.persona == persona and not (
                     ears and x.category == "chinese")]:
                 for _ in range(args.runs):
-                    turns, heard = question.turns, None
+                    turns, heard, unsure = question.turns, None, False
                     if ears is not None:  # the question spoken: each its voice and noise
                         k = len(results)
                         voice = args.voices[k % len(args.voices)]
                         noise = args.noises[k // len(args.voices) % len(args.noises)]
-                        heard = ears(turns[-1], voice, noise)
+                        heard, unsure = ears(turns[-1], voice, noise), ears.unsure
                         turns = (*turns[:-1], heard)
                     answer, first, rate, token, capped = await ask(
                         llm, turns, args.max_new_tokens, args.max_sentences
                     )
                     ok, invented = judge(question, answer, facts, args.language)
                     results.append(
-                        Result(question, answer, ok, invented, first, rate, token, capped, heard)
+                        Result(question, answer, ok, invented, first, rate, token, capped, heard,
+                               unsure)
                     )
                     if args.show:
                         mark = "ok " if ok else "BAD"
@@ -253,11 +255,17 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         wer = word_error_rate([r.question.turns[-1] for r in spoken],
                               [r.heard or "" for r in spoken])
         print(f"\nThe spoken questions heard with WER {wer:.2f} ({len(spoken)} questions).")
+        back = [r for r in spoken if r.asked_back]
+        print(f"The agent would have asked back {len(back)} of them (Whisper's confidence "
+              f"under `[agent] unsure_below`) instead of answering: "
+              f"{sum(not r.ok for r in back)} of those answered wrong here, "
+              f"{sum(r.ok for r in back)} right.")
     failed = [r for r in results if not r.ok]
     if failed:
         print("\nNot accepted:")
         for r in failed:
-            heard = f" (heard {r.heard!r})" if r.heard is not None else ""
+            heard = f" (heard {r.heard!r}{', asked back' if r.asked_back else ''})" if (
+                r.heard is not None) else ""
             print(f"- [{r.question.category}] {r.question.turns[-1]!r}{heard} -> {r.answer!r}")
 
 

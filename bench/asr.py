@@ -119,23 +119,33 @@ def sentence_clip(text: str, voice: str, noise: str) -> Clip:
     return Clip(text, voice, noise, _place(speech, text, noise), LEAD_S + speech.shape[0] / SR)
 
 
-def make_ears(model: str, persona: str = "bank") -> Callable[..., str]:
-    """`hear(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
+class Ears:
+    """`ears(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
     server's Whisper `model` hears it with `persona`'s facts as its prompt (utterances
-    joined), the endpointer and turn model as deployed."""
-    from engines.llm import LLMConfig, build_prompt
-    from engines.text.vocabulary import prompt_from
+    joined), the endpointer and turn model as deployed. `unsure` then says whether the agent
+    would ask back: the last utterance's final reused a pause decode whose confidence was
+    under `[agent] unsure_below` (rtc_server/agent.py `_unsure`)."""
 
-    facts = build_prompt(LLMConfig(persona=persona)).facts
-    asr = create_asr(AsrConfig(model=model, prompt=prompt_from(facts, (LLMConfig.agent_name,))))
-    turn = TurnConfig()
-    turn_model = load_turn_model(turn)
+    def __init__(self, model: str, persona: str = "bank") -> None:
+        from engines.llm import LLMConfig, build_prompt
+        from engines.text.vocabulary import prompt_from
 
-    def hear(text: str, voice: str, noise: str = "clean") -> str:
+        facts = build_prompt(LLMConfig(persona=persona)).facts
+        self._asr = create_asr(AsrConfig(model=model,
+                                         prompt=prompt_from(facts, (LLMConfig.agent_name,))))
+        self._turn = TurnConfig()
+        self._turn_model = load_turn_model(self._turn)
+        self.unsure = False
+
+    def __call__(self, text: str, voice: str, noise: str = "clean") -> str:
+        from rtc_server.config import AgentConfig
+
         clip = sentence_clip(text, voice, noise)
-        return " ".join(u.text for u in listen(clip.audio, asr, turn=turn,
-                                                turn_model=turn_model)).strip()
-    return hear
+        heard = listen(clip.audio, self._asr, turn=self._turn, turn_model=self._turn_model)
+        last = heard[-1].pauses[-1] if heard and heard[-1].pauses else None
+        self.unsure = bool(last and last.text == heard[-1].text.strip() and (
+            last.confidence is not None and last.confidence < AgentConfig.unsure_below))
+        return " ".join(u.text for u in heard).strip()
 
 
 def paused_clip(k: int, voice: str, noise: str) -> Clip:

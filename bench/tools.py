@@ -39,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.asr import make_ears  # noqa: E402
+from bench.asr import Ears  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
 from engines.asr.text import word_error_rate  # noqa: E402
@@ -234,7 +234,7 @@ async def run(args: argparse.Namespace) -> None:
     logger.info("loading the LLM (%s) and %s", args.model, "nothing else" if args.text
                 else f"Whisper {args.asr}, Smart Turn")
     llm = create_llm(config)
-    hear = None if args.text else make_ears(args.asr)
+    hear = None if args.text else Ears(args.asr)
     voices = ["text"] if args.text else args.voices.split(",")
     results: dict[str, list[Outcome]] = {}
     replies: dict[str, dict[str, str]] = {}  # voice: the heard "Yes, go ahead." and "No, don't."

@@ -55,6 +55,7 @@ class PauseCheck:
     complete: bool  # the verdict at the pause itself
     complete_after_ms: float | None = None  # the silence that ends the turn (None: the limit)
     recheck_probability: float | None = None  # the turn model's, asked again (`recheck_ms`)
+    confidence: float | None = None  # the ASR's in the words (`PauseText.confidence`)
 
 
 @dataclass
@@ -191,7 +192,7 @@ class _Listener:
         complete = after is not None and silence_ms >= after
         self.utterances[-1].pauses.append(PauseCheck(
             now, event.t, paused.text.strip(), paused.end_probability, probability, complete,
-            after,
+            after, confidence=paused.confidence,
         ))
         if after is not None and not complete:
             self._set_due(event.pause_id, after)
@@ -212,7 +213,7 @@ class _Listener:
             return
         self.utterances[-1].pauses.append(PauseCheck(
             self._endpointer.time, ended.t, early.text.strip(), early.end_probability,
-            self._early, True, float(silence_ms),
+            self._early, True, float(silence_ms), confidence=early.confidence,
         ))
         self._handle(ended, np.zeros(0, np.int16))
 
