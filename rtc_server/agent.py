@@ -228,8 +228,11 @@ class AgentBehaviour:
             # model generated, so its KV cache diverges there: read it again now, while the
             # user talks, not after a question too short to have a partial transcript.
             self._engines.llm.warm([*self.history, ChatMessage("user", "")])
-        self._session.log.debug("user speech %d started (agent: %s)", utterance_id,
-                                self._turn.phase if self._turn else "idle")
+        phase = self._turn.phase if self._turn else "idle"
+        # Over the agent's voice at INFO: where a barge-in was expected and none came, the log
+        # tells whether the speech was heard at all (then its level or length held it back).
+        self._session.log.log(logging.INFO if phase == "speaking" else logging.DEBUG,
+                              "user speech %d started (agent: %s)", utterance_id, phase)
 
     def on_voice(self, utterance_id: int, voiced_ms: float, level_db: float | None = None) -> None:
         barge, turn = self._barge, self._turn
