@@ -129,7 +129,9 @@ class Ears:
     def __init__(self, model: str, persona: str = "bank") -> None:
         from engines.llm import LLMConfig, build_prompt
         from engines.text.vocabulary import prompt_from
+        from rtc_server.config import AgentConfig
 
+        self._unsure_below = AgentConfig.unsure_below
         facts = build_prompt(LLMConfig(persona=persona)).facts
         self._asr = create_asr(AsrConfig(model=model,
                                          prompt=prompt_from(facts, (LLMConfig.agent_name,))))
@@ -138,13 +140,11 @@ class Ears:
         self.unsure = False
 
     def __call__(self, text: str, voice: str, noise: str = "clean") -> str:
-        from rtc_server.config import AgentConfig
-
         clip = sentence_clip(text, voice, noise)
         heard = listen(clip.audio, self._asr, turn=self._turn, turn_model=self._turn_model)
         last = heard[-1].pauses[-1] if heard and heard[-1].pauses else None
         self.unsure = bool(last and last.text == heard[-1].text.strip() and (
-            last.confidence is not None and last.confidence < AgentConfig.unsure_below))
+            last.confidence is not None and last.confidence < self._unsure_below))
         return " ".join(u.text for u in heard).strip()
 
 

@@ -184,8 +184,7 @@ class Turn:
         if self.phase == "paused" and not self._stopping:
             self._set_phase("speaking")
             self._playing.set()
-            while self._replay:
-                self._schedule(self._replay.pop(0))
+            self._play_kept()
 
     async def interrupt(self) -> None:
         """Stop everything this turn does; returns once all its tasks have stopped."""
@@ -312,21 +311,20 @@ class Turn:
 
     async def _play(self, part: _Part) -> None:
         """Schedule `part` once playing is allowed, after whatever is kept from a pause."""
-        while True:
-            await self._playing.wait()
-            if self._replay:
-                self._schedule(self._replay.pop(0))
-                continue
-            if self._playing.is_set():
-                self._schedule(part)
-                return
+        await self._playing.wait()
+        self._play_kept()
+        self._schedule(part)
+
+    def _play_kept(self) -> None:
+        """Schedule what a pause kept, in order (nothing in between may pause again)."""
+        while self._replay:
+            self._schedule(self._replay.pop(0))
 
     async def _drain(self) -> None:
         """Wait until everything scheduled (and kept from pauses) has played."""
         while True:
             await self._playing.wait()
-            while self._replay:
-                self._schedule(self._replay.pop(0))
+            self._play_kept()
             if not self._outstanding:
                 return
             self._idle.clear()
