@@ -250,7 +250,7 @@ async def test_a_call_written_slower_than_the_stall_timeout_is_not_cut() -> None
     takes longer to write than `stall_timeout_s` (a slow or busy machine) still arrives."""
     call = ['<tool_call>', '\n{"', 'name', '": "', 'freeze', '_card', '", "', 'arguments',
             '": {"card_last4": "4821"}}', '\n</tool_call>']
-    llm = ResilientLLM(ToolCallsLLM(ScriptedLLM(call, gap=0.1)), stall_timeout_s=0.5)
+    llm = ResilientLLM(ToolCallsLLM(ScriptedLLM(call, gap=0.3)), stall_timeout_s=1.5)
     out = [d async for d in llm.stream([ChatMessage("user", "x")], max_new_tokens=50)]
     assert [d.kind for d in out if isinstance(d, Notice)] == ["tool_start", "tool_call"]
     parsed = parse_call(out[-1])
