@@ -17,6 +17,7 @@ answer from it. The wrong outcomes follow the table.
 
     .venv/bin/python bench/tools.py [--voices kokoro:af_sarah,kokoro:bm_george,espeak:en-us+m3]
         [--model qwen2.5-coder-1.5b|qwen2.5-coder-0.5b] [--limit N] [--text]
+        [--engine transformers]  # the GPU profile's engine (CUDA if torch sees one)
 """
 
 from __future__ import annotations
@@ -229,8 +230,8 @@ async def run(args: argparse.Namespace) -> None:
     load = os.getloadavg()[0]
     requests = load_requests(args.limit)
     tools = ToolSet.load(TOOLS)
-    config = LLMConfig(persona="bank", tools=str(TOOLS), model=args.model, seed=0,
-                       resilient=False)
+    config = LLMConfig(engine=args.engine, persona="bank", tools=str(TOOLS), model=args.model,
+                       seed=0, resilient=False)
     logger.info("loading the LLM (%s) and %s", args.model, "nothing else" if args.text
                 else f"Whisper {args.asr}, Smart Turn")
     llm = create_llm(config)
@@ -256,12 +257,16 @@ async def run(args: argparse.Namespace) -> None:
     report(results, replies, args, load)
 
 
+ENGINES = {"llama-cpp": "llama.cpp (1 decode thread, 2 prompt threads)",
+           "transformers": "transformers (CUDA graphs where torch sees a GPU)"}
+
+
 def report(results: dict[str, list[Outcome]], replies: dict[str, dict[str, str]],
            args: argparse.Namespace, load: float) -> None:
     every = [o for outs in results.values() for o in outs]
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"{args.model} on llama.cpp (1 decode thread, 2 prompt threads, greedy, seed 0, "
-          f"figure check on), {'the written requests' if args.text else f'Whisper {args.asr}'}"
+          f"{args.model} on {ENGINES[args.engine]} (greedy, seed 0, figure check on), "
+          f"{'the written requests' if args.text else f'Whisper {args.asr}'}"
           f"; 1-min load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"Command: `.venv/bin/python {' '.join(['bench/tools.py', *sys.argv[1:]])}`\n")
     print("| voice | right tool + args | run at once | read back right, run on the yes | "
@@ -292,6 +297,9 @@ def main() -> None:
                         help="piper, espeak[:VOICE], kokoro:NAME (comma-separated)")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b",
                         help="the LLM: qwen2.5-coder-1.5b | qwen2.5-coder-0.5b | a .gguf")
+    parser.add_argument("--engine", choices=tuple(ENGINES), default="llama-cpp",
+                        help="[llm] engine (transformers: the GPU profile's, CUDA if torch "
+                        "sees one)")
     parser.add_argument("--asr", default="base", help="Whisper: base | tiny.en | a directory")
     parser.add_argument("--limit", type=int, default=10, help="first N requests of each kind")
     parser.add_argument("--text", action="store_true",

@@ -50,6 +50,7 @@ import os
 import platform
 import sys
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -69,6 +70,7 @@ from bench.slow_machine import SlowMachine, add_options, modes  # noqa: E402
 from bench.stats import pct, publish  # noqa: E402
 from bench.turn_marks import Row, mark_rows  # noqa: E402
 from common.logs import setup_logging  # noqa: E402
+from engines.asr.text import word_error_rate  # noqa: E402
 from engines.turn.config import TurnConfig  # noqa: E402
 from media.idle import default_portrait  # noqa: E402
 from rtc_server.app import build_renderer  # noqa: E402
@@ -95,7 +97,7 @@ from testkit.pauses import (  # noqa: E402
 )
 from testkit.peer import LoopbackPeer, PcmMicrophone  # noqa: E402
 from testkit.sentences import ZH_QUESTIONS  # noqa: E402
-from testkit.speech import Engine, synth, voiced_bounds  # noqa: E402
+from testkit.speech import Engine, add_noise, synth, voiced_bounds  # noqa: E402
 
 QUESTIONS = COMPLETE_QUESTIONS
 LEAD_S = 0.6
@@ -122,24 +124,32 @@ def read_questions(path: str) -> list[str]:
 
 
 def question_audio(
-    question: str | PausedSpeech, voice: Voice = ("piper", None)
+    question: str | PausedSpeech, voice: Voice = ("piper", None), noise_db: float | None = None
 ) -> tuple[np.ndarray, float | None]:
     """The microphone's PCM (lead silence first) and, for a paused question, when (s into the
-    PCM) the rest of it begins. `voice`: (testkit.speech engine, its voice) for English."""
+    PCM) the rest of it begins. `voice`: (testkit.speech engine, its voice) for English;
+    `noise_db`: white noise at that SNR over the whole microphone, lead included (the seed
+    from the question, so every run and arm hears the same noise)."""
     lead = np.zeros(int(16000 * LEAD_S), np.int16)
     if isinstance(question, PausedSpeech):
-        return np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
-    zh = any("\u4e00" <= ch <= "\u9fff" for ch in question)
-    engine, name = ("kokoro", "zm_yunxi") if zh else voice
-    speech = synth(question, engine, voice=name)
-    first, last = voiced_bounds(speech)
-    return np.concatenate([lead, speech[first:last]]), None
+        pcm, resume = np.concatenate([lead, question.pcm]), LEAD_S + question.pause_end
+    else:
+        zh = any("\u4e00" <= ch <= "\u9fff" for ch in question)
+        engine, name = ("kokoro", "zm_yunxi") if zh else voice
+        speech = synth(question, engine, voice=name)
+        first, last = voiced_bounds(speech)
+        pcm, resume = np.concatenate([lead, speech[first:last]]), None
+    if noise_db is not None:
+        text = question if isinstance(question, str) else question.text
+        pcm = add_noise(pcm, noise_db, seed=zlib.crc32(text.encode()))
+    return pcm, resume
 
 
 async def one_question(
-    url: str, question: str | PausedSpeech, meter: MouthMeter, voice: Voice = ("piper", None)
+    url: str, question: str | PausedSpeech, meter: MouthMeter, voice: Voice = ("piper", None),
+    noise_db: float | None = None,
 ) -> Result:
-    pcm, resume_s = question_audio(question, voice)
+    pcm, resume_s = question_audio(question, voice, noise_db)
     mic = PcmMicrophone(pcm, 16000)
     peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
     await peer.connect()
@@ -198,17 +208,19 @@ async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
     turn: Table, profile: Table, slow: SlowMachine | None, language: str = "en",
     base: Path | None = None, asked: list[str] | None = None, voice: Voice = ("piper", None),
+    noise_db: float | None = None,
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
                         profile, base)
     config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config, slow):
-        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language, asked, voice)
+        return await ask_all(n, f"http://127.0.0.1:{port}", paused, language, asked, voice,
+                             noise_db)
 
 
 async def ask_all(
     n: int, url: str, paused: bool, language: str = "en", asked: list[str] | None = None,
-    voice: Voice = ("piper", None),
+    voice: Voice = ("piper", None), noise_db: float | None = None,
 ) -> list[Result]:
     """`asked`: the questions (default: the language's set), repeated to make `n`."""
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
@@ -225,7 +237,7 @@ async def ask_all(
                                      0.5 + 0.1 * (k % 5)) for k in range(n)]
     for i, question in enumerate(questions):
         start = time.perf_counter()
-        result = await one_question(url, question, meter, voice)
+        result = await one_question(url, question, meter, voice, noise_db)
         results.append(result)
         logging.getLogger("bench").info(
             "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s; %s", i + 1, n,
@@ -289,6 +301,7 @@ def _options(args: argparse.Namespace) -> str:
         "--language": args.language, "--config": args.config, "--llm-model": args.llm_model,
         "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
         "--voice": args.voice and ":".join(p for p in args.voice if p),
+        "--noise": args.noise,
         "--questions-file": args.questions_file}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
@@ -324,12 +337,22 @@ def rows(
                 f"{pct(fps, 0.05):.1f} (p5)"))
     out.append(("received video fps, worst 1 s window", f"{pct(worst, 0.5):.0f}",
                 f"{pct(worst, 0.05):.0f} (p5)"))
+    wer = word_error_rate([r["question"] for r in results],
+                          [r["heard"].replace(" / ", " ") for r in results])
+    out.append(("WER of the final transcripts (heard against said), all turns", f"{wer:.3f}",
+                ""))
     at_limit = sum(e >= max_silence_ms - 20 for e in eot)
     notes = [f"{len(v2v)}/{len(results)} answers heard; {sum(s > 0 for s in stalls)}/"
              f"{len(stalls)} played to the end had a stall; {at_limit}/{len(eot)} turns ended "
              f"only at max_silence_ms ({max_silence_ms}); longest silence inside an answer "
              f"over 700 ms in {sum(g > 700 for g in gaps)}/{len(gaps)}; end of turn, ms: "
              + " ".join(f"{e:.0f}" for e in sorted(eot))]
+    misheard = [-float(r["marks_ms"]["voice_end"]) for r in results
+                if "voice_end" in r["marks_ms"]
+                and word_error_rate([r["question"]], [r["heard"].replace(" / ", " ")]) > 0]
+    if misheard:
+        notes.append(f"End of turn of the {len(misheard)} misheard turns, ms: "
+                     + " ".join(f"{e:.0f}" for e in sorted(misheard)) + ".")
     bound = Counter(end_bound(r["marks_ms"]) for r in results if "voice_end" in r["marks_ms"])
     notes.append("The end of turn waited last for: " + ", ".join(
         f"{name} {n}" for name, n in bound.most_common()) + " (turn_asked: the silence the "
@@ -383,6 +406,8 @@ def main() -> int:
     parser.add_argument("--voice", type=parse_voice, default=None,
                         help="the asking voice, ENGINE[:VOICE] (default piper; e.g. "
                         "kokoro:am_michael)")
+    parser.add_argument("--noise", type=float, default=None, metavar="SNR_DB",
+                        help="white noise at this SNR over the microphone (e.g. 15)")
     parser.add_argument("--questions-file",
                         help="the questions, one a line (default: testkit.pauses' complete set)")
     add_profile_options(parser, "llm.model (e.g. a Hugging Face directory)")
@@ -405,7 +430,8 @@ def main() -> int:
             logging.getLogger("bench").info("%s", slow.label())
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
                                      llm, vad, asr, turn, profile, slow,
-                                     args.language or "en", args.config, asked, voice))
+                                     args.language or "en", args.config, asked, voice,
+                                     args.noise))
     return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 
