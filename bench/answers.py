@@ -183,7 +183,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         # As deployed (the persona's figure check, no holding phrase), or the bare model.
         llm = build_engine(config) if args.raw else create_llm(replace(config, resilient=False))
         print(f"{persona}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        ears = Ears(args.asr_model, persona) if args.voices else None
+        ears = Ears(args.asr_model, persona, args.second_asr) if args.voices else None
         try:
             asked = load_questions(args.language, args.questions_file)
             for question in [x for x in asked if x.persona == persona and not (
@@ -224,7 +224,8 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
           f"{'bare model' if args.raw else 'as deployed (figure check on for bank)'}, "
           f"language {args.language}"
           + (f"; spoken ({', '.join(args.voices)}; noise {', '.join(args.noises)}; Whisper "
-             f"{args.asr_model}, the persona's facts as its prompt)" if args.voices else "")
+             f"{args.asr_model}, second opinion {args.second_asr}, the persona's facts as its "
+             "prompt)" if args.voices else "")
           + "\n")
     print("| category | questions | accepted | accuracy |")
     print("|---|---|---|---|")
@@ -301,6 +302,9 @@ def main() -> int:
                         "and ask what Whisper heard")
     parser.add_argument("--noises", type=lambda v: v.split(","), default=["clean"],
                         help="with --voices: clean, or white noise at SNR dB (15,5)")
+    parser.add_argument("--second-asr", default="auto",
+                        help="with --voices: [asr] second_model (auto: as the profile sets "
+                        "it, the other bundled Whisper; none)")
     parser.add_argument("--asr-model", default=None,
                         help="with --voices: Whisper base or tiny.en (default: the profile's)")
     parser.add_argument("--raw", action="store_true",

@@ -122,19 +122,22 @@ def sentence_clip(text: str, voice: str, noise: str) -> Clip:
 class Ears:
     """`ears(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
     server's Whisper `model` hears it with `persona`'s facts as its prompt (utterances
-    joined), the endpointer and turn model as deployed. `unsure` then says whether the agent
+    joined), the endpointer and turn model as deployed; `second`: the second opinion's model
+    ("auto": as the profile sets it, "none"). `unsure` then says whether the agent
     would ask back: the last utterance's final reused a pause decode whose confidence was
     under `[agent] unsure_below` (rtc_server/agent.py `_unsure`)."""
 
-    def __init__(self, model: str, persona: str = "bank") -> None:
+    def __init__(self, model: str, persona: str = "bank", second: str = "auto") -> None:
         from engines.llm import LLMConfig, build_prompt
         from engines.text.vocabulary import prompt_from
         from rtc_server.config import AgentConfig
+        from rtc_server.profile import second_asr
 
         self._unsure_below = AgentConfig.unsure_below
         facts = build_prompt(LLMConfig(persona=persona)).facts
-        self._asr = create_asr(AsrConfig(model=model,
-                                         prompt=prompt_from(facts, (LLMConfig.agent_name,))))
+        self._asr = create_asr(AsrConfig(
+            model=model, prompt=prompt_from(facts, (LLMConfig.agent_name,)),
+            second_model=second_asr(model, "en") if second == "auto" else second))
         self._turn = TurnConfig()
         self._turn_model = load_turn_model(self._turn)
         self.unsure = False

@@ -262,6 +262,7 @@ OVERRIDES: tuple[tuple[str, str, type, str], ...] = (
     ("--pause-ms", "vad.pause_ms", int, "when the turn model is asked"),
     ("--partial-interval-s", "asr.partial_interval_s", float, ""),
     ("--asr-threads", "asr.cpu_threads", int, ""),
+    ("--asr-second", "asr.second_model", str, "base, tiny.en or none; default: the profile's"),
     ("--asr-cuda-graphs", "asr.cuda_graphs", bool, ""),
     ("--check-ahead", "turn.check_ahead", bool, ""),
     ("--patience-ms", "turn.patience_ms", int, ""),

@@ -15,6 +15,8 @@ model (English: Whisper base, else tiny.en), such that
 If none does, the fastest pair, and the log says so and what to do (the shared LLM server, a
 GPU). Also:
 - thread counts from the usable cores (affinity and cgroup quota);
+- for English, the other Whisper as the second opinion on unsure finals (`[asr]
+  second_model = "auto"`; engines/asr/streaming.py): it costs a decode only on those;
 - with `[tts] engine = "auto"` (the default), the voice: Kokoro-82M (`af_heart` for English)
   where it costs none of the choices above and keeps every budget with them (its synthesis
   at least `margin` times real time beside the LLM and the video, the first audio within
@@ -106,6 +108,8 @@ class Fit:
                                       first_token_deadline_s=self.pace.first_token_deadline_s)
         if self.asr_model is not None and asr.model is None:
             asr = dataclasses.replace(asr, model=self.asr_model)
+        if asr.second_model == "auto" and self.mode != "fixed":
+            asr = dataclasses.replace(asr, second_model=second_asr(asr.model, asr.language))
         return dataclasses.replace(config, llm=llm, asr=asr, tts=tts)
 
     def describe(self) -> str:
@@ -196,6 +200,14 @@ def _llm_candidates(config: Config) -> tuple[str, ...]:
     if config.profile.mode == "fast":
         return installed[-1:]
     return installed
+
+
+def second_asr(model: str | None, language: str) -> str:
+    """The second opinion for an unsure final (`[asr] second_model = "auto"`): the other
+    bundled model, in English (tiny.en hears nothing else); else "none"."""
+    if language != "en" or model not in ASR_MODELS:
+        return "none"
+    return next(m for m in ASR_MODELS if m != model)
 
 
 def _asr_candidates(config: Config) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ reports a pause.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from engines.asr.errors import InvalidAsrConfigError
@@ -26,6 +27,15 @@ class AsrConfig:
     # [profile] picks base or tiny.en by the pause decode's time here (base without one)
     model: str | None = None
     language: str = "en"  # "en", "zh" (Simplified output) or "auto" (detected per utterance)
+    # A second Whisper that re-decodes a final (a pause's or the end's decode, not a partial)
+    # whose words' confidence is under `second_below`; the more confident of the two texts is
+    # kept. Two models' errors differ, and each is surest where it is right: unseen voices,
+    # clean and 15 dB, WER 0.210 (tiny.en) / 0.160 (base) -> 0.143 for tiny.en with base
+    # second, re-decoding a third of the turns (bench/RESULTS.md, asr). "auto": the server's
+    # [profile] sets the other bundled model for English (none without a profile); "none";
+    # or "base", "tiny.en" (English only), a CTranslate2 Whisper directory
+    second_model: str = "auto"
+    second_below: float = 0.65
     prompt: str | None = None  # Whisper initial prompt; None = per language (zh: Simplified)
     # With `prompt` unset and English: the prompt is the deployment's own words, the agent's
     # name and the facts file's headings and names (engines/text/vocabulary.py), so Whisper
@@ -66,6 +76,13 @@ class AsrConfig:
     funasr_encoder_look_back: int = 4  # encoder_chunk_look_back (chunks of self-attention history)
     funasr_decoder_look_back: int = 1  # decoder_chunk_look_back (encoder chunks the decoder sees)
 
+    @property
+    def second(self) -> AsrConfig | None:
+        """The second model's config (the same decoding, its own weights); None: off."""
+        if self.second_model in ("auto", "none") or self.engine != "faster-whisper":
+            return None
+        return dataclasses.replace(self, model=self.second_model, second_model="none")
+
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InvalidAsrConfigError(f"unknown asr engine {self.engine!r}; one of {ENGINES}")
@@ -87,5 +104,10 @@ class AsrConfig:
             raise InvalidAsrConfigError("speech_threshold must be in (0, 1)")
         if self.language not in LANGUAGES:
             raise InvalidAsrConfigError(f"language must be one of {LANGUAGES}")
+        if not 0.0 <= self.second_below <= 1.0:
+            raise InvalidAsrConfigError("second_below must be in [0, 1]")
+        if self.second_model == "tiny.en" and self.language != "en":
+            raise InvalidAsrConfigError('second_model "tiny.en" hears English only: language '
+                                        '= "en", or another second_model')
         if len(self.funasr_chunk_size) != 3 or self.funasr_chunk_size[1] < 1:
             raise InvalidAsrConfigError("funasr_chunk_size is [left, chunk, right] in 60 ms units")

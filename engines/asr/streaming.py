@@ -49,6 +49,8 @@ class WhisperStreamingASR:
     def __init__(self, config: AsrConfig | None = None) -> None:
         self.config = config or AsrConfig()
         self.runner = load_runner(self.config)
+        second = self.config.second
+        self.second: WhisperRunner | None = load_runner(second) if second else None
         self.device_calls = self.runner.device_calls  # (engine_set.py)
         if self.config.speech_gate:
             from engines.vad.silero import load_silero
@@ -56,18 +58,22 @@ class WhisperStreamingASR:
             load_silero()
 
     def open(self) -> WhisperStream:
-        return WhisperStream(self.runner, self.config)
+        return WhisperStream(self.runner, self.config, self.second)
 
     def warm_up(self) -> None:
         """One decode of silence, so the first user does not pay the runtime's first-call cost."""
-        self.runner.decode(np.zeros(SAMPLE_RATE, dtype=np.int16))
+        for runner in (self.runner, self.second):
+            if runner is not None:
+                runner.decode(np.zeros(SAMPLE_RATE, dtype=np.int16))
 
 
 class WhisperStream:
     """One utterance (see module docstring)."""
 
-    def __init__(self, runner: WhisperRunner, config: AsrConfig) -> None:
+    def __init__(self, runner: WhisperRunner, config: AsrConfig,
+                 second: WhisperRunner | None = None) -> None:
         self._runner = runner
+        self._second = second
         self._cfg = config
         self._committed = ""  # text of finished segments
         self._segment = np.zeros(0, dtype=np.int16)  # audio of the current segment
@@ -85,6 +91,8 @@ class WhisperStream:
         self._closed = False
         self.segments = 1  # segments decoded separately (long speech), for tests
         self.decodes = 0  # decode count, for benchmarks and tests
+        self.second_opinions = 0  # finals the second model re-decoded ...
+        self.second_kept = 0  # ... and of those, where its text was kept
         self.decode_seconds = 0.0
         self.partial_decode_seconds = 0.0
         self.last_decode_done = 0.0  # perf_counter() when the latest decode returned
@@ -107,7 +115,7 @@ class WhisperStream:
         if not self._speech_heard():
             return None
         if self._fed >= self._window_limit:
-            self._decode(self._fed)
+            self._decode(self._fed, final=True)
             self._commit()
         elif not partial:
             return None
@@ -124,7 +132,7 @@ class WhisperStream:
         if self._closed or not self._speech_heard():
             return PauseText(self._text(), None, self._confidence())
         if self._fed and not self._decoded_all():
-            self._decode(self._fed)
+            self._decode(self._fed, final=True)
         end = self._last[2] if self._last is not None else None
         confidence = self._confidence()
         if self._fed >= self._cfg.max_segment_s * SAMPLE_RATE:
@@ -142,7 +150,7 @@ class WhisperStream:
         heard_s = (self._committed_samples + self._fed) / SAMPLE_RATE
         if self.partial_decode_seconds > self._cfg.partial_cpu_share * heard_s:
             return None
-        self._partial_took(self._decode(self._fed, check_pcm16(rest)))
+        self._partial_took(self._decode(self._fed, check_pcm16(rest), final=True))
         return PauseText(self._text(), self._last[2] if self._last is not None else None,
                          self._confidence())
 
@@ -152,7 +160,7 @@ class WhisperStream:
             raise StreamClosedError("finish() called twice")
         self._closed = True
         if self._fed and self._speech_heard() and not self._decoded_all():
-            self._decode(self._fed)
+            self._decode(self._fed, final=True)
         return self._text()
 
     # --- internals ---------------------------------------------------------------------------
@@ -169,20 +177,34 @@ class WhisperStream:
             self._chunks = []
         return self._segment
 
-    def _decode(self, n: int, rest: np.ndarray | None = None) -> float:
-        """Decode the segment's first `n` samples (and `rest` after them, not kept)."""
+    def _decode(self, n: int, rest: np.ndarray | None = None, final: bool = False) -> float:
+        """Decode the segment's first `n` samples (and `rest` after them, not kept); a
+        `final` (text that may be answered) the first model is unsure of, the second model
+        too, keeping the surer (config.second_model). Returns the seconds spent."""
         audio = self._audio()[:n]
         if rest is not None and rest.size:
             audio, n = np.concatenate([audio, rest]), n + rest.shape[0]
         decoded = self._runner.decode(audio)
+        seconds, text = decoded.seconds, self._runner.accept(decoded)
         self.decodes += 1
-        self.decode_seconds += decoded.seconds
+        if (final and self._second is not None and text
+                and math.exp(decoded.avg_logprob) < self._cfg.second_below):
+            other = self._second.decode(audio, language=decoded.language)
+            other_text = self._second.accept(other)
+            seconds += other.seconds
+            self.second_opinions += 1
+            if other_text and other.avg_logprob > decoded.avg_logprob:
+                logger.debug("second model: %r (%.2f) over %r (%.2f)", other_text,
+                             math.exp(other.avg_logprob), text, math.exp(decoded.avg_logprob))
+                decoded, text = other, other_text
+                self.second_kept += 1
+        self.decode_seconds += seconds
         self.last_decode_done = time.perf_counter()
         self.language = decoded.language
         # The end probability was measured as a turn signal on English only (policy.py).
         end = decoded.end_probability if decoded.language == "en" else None
-        self._last = (n, self._runner.accept(decoded), end, math.exp(decoded.avg_logprob))
-        return decoded.seconds
+        self._last = (n, text, end, math.exp(decoded.avg_logprob))
+        return seconds
 
     def _partial_took(self, seconds: float) -> None:
         """Account a partial's decode and stretch the cadence to keep within the CPU cap."""
