@@ -19,6 +19,7 @@ The wall-clock section runs the server's own `rtc_server.hearing.Hearing` on a r
   1-min load average is printed beside it.
 
     .venv/bin/python bench/asr.py [--sections wer,turn,session,realtime] [--model base|tiny.en]
+        [--second base|tiny.en|none]
         [--pause-ms 200] [--decode-ahead-ms 80] [--turn smart-turn-v3.2|none]
         [--turn-runtime onnxruntime|torch] [--turn-device cpu|cuda] [--speaker-floor-ms 700]
         [--voices piper,espeak,kokoro:am_michael] [--snrs 15,5] [--limit N]
@@ -323,6 +324,9 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sections", default="wer,turn,realtime")
     parser.add_argument("--model", default="base", help="base | tiny.en | a directory")
+    parser.add_argument("--second", default="none",
+                        help="[asr] second_model: the second opinion on unsure finals (base, "
+                        "tiny.en; none)")
     parser.add_argument("--turn", default=TurnConfig.model, help="smart-turn-v3.2 | none")
     parser.add_argument("--turn-runtime", default=TurnConfig.runtime,
                         help="turn.runtime: onnxruntime | torch (the same weights, float32)")
@@ -351,7 +355,7 @@ def main() -> None:
     parser.add_argument("--snrs", default="15", help="noisy conditions: SNR dB, comma-separated")
     args = parser.parse_args()
 
-    asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt))
+    asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt, second_model=args.second))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
@@ -370,7 +374,8 @@ def main() -> None:
 
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"Whisper {args.model} int8 (2 threads, beam 1), turn {args.turn} "
+          f"Whisper {args.model} int8 (2 threads, beam 1; second opinion {args.second}), "
+          f"turn {args.turn} "
           f"({args.turn_runtime} on {args.turn_device}; text check "
           f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "
           f"ms over a sentence-end span of {args.sentence_end_span}, asked again "

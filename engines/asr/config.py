@@ -29,9 +29,10 @@ class AsrConfig:
     language: str = "en"  # "en", "zh" (Simplified output) or "auto" (detected per utterance)
     # A second Whisper that re-decodes a final (a pause's or the end's decode, not a partial)
     # whose words' confidence is under `second_below`; the more confident of the two texts is
-    # kept. Two models' errors differ, and each is surest where it is right: unseen voices,
-    # clean and 15 dB, WER 0.210 (tiny.en) / 0.160 (base) -> 0.143 for tiny.en with base
-    # second, re-decoding a third of the turns (bench/RESULTS.md, asr). "auto": the server's
+    # kept. Two models' errors differ, and each is surest where it is right: five unseen
+    # voices at 15 dB, WER 14.7% (tiny.en) -> 12.4% with base second, 13.2% (base) -> 11.3%
+    # with tiny.en; held-out questions spoken, tiny.en 0.21 -> 0.12 and answers right 13 ->
+    # 18 of 24 (bench/RESULTS.md, asr and answers). "auto": the server's
     # [profile] sets the other bundled model for English (none without a profile); "none";
     # or "base", "tiny.en" (English only), a CTranslate2 Whisper directory
     second_model: str = "auto"
