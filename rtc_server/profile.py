@@ -16,7 +16,8 @@ If none does, the fastest pair, and the log says so and what to do (the shared L
 GPU). Also:
 - thread counts from the usable cores (affinity and cgroup quota);
 - for English, the other Whisper as the second opinion on unsure finals (`[asr]
-  second_model = "auto"`; engines/asr/streaming.py): it costs a decode only on those;
+  second_model = "auto"`; engines/asr/streaming.py) where an unsure turn's first audio, both
+  decodes in it, keeps `first_audio_ms`;
 - with `[tts] engine = "auto"` (the default), the voice: Kokoro-82M (`af_heart` for English)
   where it costs none of the choices above and keeps every budget with them (its synthesis
   at least `margin` times real time beside the LLM and the video, the first audio within
@@ -88,6 +89,7 @@ class Fit:
     reasons: tuple[str, ...]
     calibration: Calibration | None = None
     tts_engine: str | None = None  # the voice chosen for `[tts] engine = "auto"`
+    asr_second: str = "none"  # the second opinion for `[asr] second_model = "auto"`
 
     def apply(self, config: Config) -> Config:
         """`config` with the chosen settings in the engines' sections (explicit keys kept)."""
@@ -109,7 +111,7 @@ class Fit:
         if self.asr_model is not None and asr.model is None:
             asr = dataclasses.replace(asr, model=self.asr_model)
         if asr.second_model == "auto" and self.mode != "fixed":
-            asr = dataclasses.replace(asr, second_model=second_asr(asr.model, asr.language))
+            asr = dataclasses.replace(asr, second_model=self.asr_second)
         return dataclasses.replace(config, llm=llm, asr=asr, tts=tts)
 
     def describe(self) -> str:
@@ -145,8 +147,11 @@ def fit(config: Config, *, fresh: bool = False) -> Fit:
         chosen.reasons.append(f"voice {tts_engine}" + (
             "" if tts_engine != "piper" or not voices else
             " (Kokoro would cost a smaller model or miss a budget here)"))
+    model = config.asr.model or asr
+    second = (chosen.second(llm, model, second_asr(model, config.asr.language))
+              if config.asr.second_model == "auto" else config.asr.second_model)
     result = Fit(mode, llm, asr, threads, chosen.pace(llm, asr), tuple(chosen.reasons),
-                 calibration, tts_engine)
+                 calibration, tts_engine, second)
     logger.info("%s", result.describe())
     return result
 
@@ -335,6 +340,23 @@ class _Chooser:
         else:
             self.reasons.append(self._said(model, asr, "fits"))
         return model, asr
+
+    def second(self, model: str | None, asr: str | None, other: str) -> str:
+        """`other` as the second opinion where the first audio keeps its budget with its
+        decode after the first model's (on an unsure turn both run before the answer); else
+        "none". Said in the reasons."""
+        if other == "none" or asr is None:
+            return "none"
+        rate = next((r for r in self._cal.asr if r.model == other), None)
+        took = 0.0 if rate is None else rate.decode_s * self._slowdown(1, self._free)
+        first_audio = self._first_audio_s(model, asr) + took
+        if first_audio > self._config.first_audio_ms / 1000:
+            self.reasons.append(f"no second opinion: {other}'s decode would take the first "
+                                f"audio of an unsure turn to ~{first_audio * 1000:.0f} ms")
+            return "none"
+        self.reasons.append(f"second opinion {other} on unsure turns (their first audio "
+                            f"~{first_audio * 1000:.0f} ms)")
+        return other
 
     def keeps(self, model: str | None, asr: str | None) -> bool:
         """With this calibration's voice, the chosen models keep every budget: the LLM still

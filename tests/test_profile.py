@@ -81,6 +81,18 @@ def test_when_nothing_fits_the_fastest_is_used_and_the_log_says_so(
     assert any("short of the latency budget" in r.message for r in caplog.records)
 
 
+def test_a_second_opinion_only_where_an_unsure_turn_keeps_the_first_audio_budget() -> None:
+    """Both decodes run before an unsure turn's answer: the fast machine takes base behind
+    tiny.en; where base's decode would push that first audio past its budget, none."""
+    chooser, llm, asr = choose(calibration(base_s=0.2, tiny_s=0.08))
+    assert asr == "tiny.en" and chooser.second(llm, asr, "base") == "base"
+    assert "second opinion base" in chooser.reasons[-1]
+    slow, llm, asr = choose(calibration(base_s=0.45, tiny_s=0.1))
+    assert asr == "tiny.en" and slow.second(llm, asr, "base") == "none"
+    assert "no second opinion" in slow.reasons[-1]
+    assert slow.second(llm, asr, "none") == "none"
+
+
 def test_the_decode_needed_follows_the_voice_and_the_cores_left() -> None:
     """Decoding must outrun the voice by the margin with what the video and the voice leave:
     on one core the same decode rate that fits two does not."""

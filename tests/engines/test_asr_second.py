@@ -100,7 +100,7 @@ def test_the_profile_gives_english_the_other_bundled_model() -> None:
     assert second_asr("base", "en") == "tiny.en"
     assert second_asr("base", "zh") == "none"  # tiny.en hears English only
     assert second_asr("/models/whisper-small", "en") == "none"
-    fit = Fit("auto", None, "tiny.en", None, FIXED_PACE, ())
+    fit = Fit("auto", None, "tiny.en", None, FIXED_PACE, (), asr_second="base")
     assert fit.apply(Config()).asr.second_model == "base"
     kept = replace(Config(), asr=AsrConfig(second_model="none"))
     assert fit.apply(kept).asr.second_model == "none"  # an explicit choice stays
