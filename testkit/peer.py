@@ -84,6 +84,7 @@ class Received:
     audio_arrival: list[float] = field(default_factory=list)  # monotonic, per frame
     audio: list[np.ndarray] = field(default_factory=list)  # mono int16 at 48 kHz
     video_arrival: list[float] = field(default_factory=list)
+    video_pts: list[float] = field(default_factory=list)  # media time (s), from RTP timestamps
     video: list[Any] = field(default_factory=list)  # summary per frame (see `video_summary`)
     video_size: tuple[int, int] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -215,6 +216,8 @@ class LoopbackPeer:
                 assert isinstance(frame, av.VideoFrame)
                 self.received.video_size = (frame.width, frame.height)
                 self.received.video_arrival.append(now)
+                if frame.pts is not None and frame.time_base is not None:
+                    self.received.video_pts.append(float(frame.pts * frame.time_base))
                 if self.video_summary is not None:  # None: arrivals only, no RGB conversion
                     image = frame.to_ndarray(format="rgb24")
                     self.received.video.append(self.video_summary(image))
