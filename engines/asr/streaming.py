@@ -11,6 +11,9 @@ see `whisper.py`):
   `rest` (silence, not kept): it then covers the next `len(rest)` samples fed, and partials
   wait until audio beyond them comes. `finish()` returns that text without decoding again
   when nothing was fed since; otherwise it decodes the rest.
+- A second opinion (`second_model`): a final decode (the pause's, the early one, the end's,
+  a long segment's commit; never a partial) whose confidence is under `second_below` is
+  decoded by the second model too, and the more confident text is kept.
 - Long speech: at a `pause()` past `max_segment_s` the text so far is committed and decoding
   continues on a new segment; past Whisper's window (`max_audio_s` minus 1 s) `feed` commits
   anyway. So any length works within Whisper's 30 s window.
