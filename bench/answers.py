@@ -303,8 +303,8 @@ def main() -> int:
     parser.add_argument("--noises", type=lambda v: v.split(","), default=["clean"],
                         help="with --voices: clean, or white noise at SNR dB (15,5)")
     parser.add_argument("--second-asr", default="auto",
-                        help="with --voices: [asr] second_model (auto: as the profile sets "
-                        "it, the other bundled Whisper; none)")
+                        help="with --voices: [asr] second_model (auto: the other bundled "
+                        "Whisper, as the profile sets it where the budget allows; none)")
     parser.add_argument("--asr-model", default=None,
                         help="with --voices: Whisper base or tiny.en (default: the profile's)")
     parser.add_argument("--raw", action="store_true",

@@ -124,7 +124,8 @@ class Ears:
     """`ears(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
     server's Whisper `model` hears it with `persona`'s facts as its prompt (utterances
     joined), the endpointer and turn model as deployed; `second`: the second opinion's model
-    ("auto": as the profile sets it, "none"). `unsure` then says whether the agent
+    ("auto": the other bundled model, as the profile sets it where the budget allows; "none").
+    `unsure` then says whether the agent
     would ask back: the last utterance's final reused a pause decode whose confidence was
     under `[agent] unsure_below` (rtc_server/agent.py `_unsure`)."""
 

@@ -307,6 +307,11 @@ def _options(args: argparse.Namespace) -> str:
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
+def _heard(result: Result) -> str:
+    """The question's final transcripts as one text (a question heard as two turns joined)."""
+    return str(result["heard"]).replace(" / ", " ")
+
+
 def rows(
     results: list[Result], max_silence_ms: int, paused: bool
 ) -> tuple[list[Row], list[str]]:
@@ -338,8 +343,7 @@ def rows(
                 f"{pct(fps, 0.05):.1f} (p5)"))
     out.append(("received video fps, worst 1 s window", f"{pct(worst, 0.5):.0f}",
                 f"{pct(worst, 0.05):.0f} (p5)"))
-    wer = word_error_rate([r["question"] for r in results],
-                          [r["heard"].replace(" / ", " ") for r in results])
+    wer = word_error_rate([r["question"] for r in results], [_heard(r) for r in results])
     out.append(("WER of the final transcripts (heard against said), all turns", f"{wer:.3f}",
                 ""))
     at_limit = sum(e >= max_silence_ms - 20 for e in eot)
@@ -350,7 +354,7 @@ def rows(
              + " ".join(f"{e:.0f}" for e in sorted(eot))]
     misheard = [-float(r["marks_ms"]["voice_end"]) for r in results
                 if "voice_end" in r["marks_ms"]
-                and word_error_rate([r["question"]], [r["heard"].replace(" / ", " ")]) > 0]
+                and word_error_rate([r["question"]], [_heard(r)]) > 0]
     if misheard:
         notes.append(f"End of turn of the {len(misheard)} misheard turns, ms: "
                      + " ".join(f"{e:.0f}" for e in sorted(misheard)) + ".")

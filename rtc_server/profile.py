@@ -347,9 +347,9 @@ class _Chooser:
         "none". Said in the reasons."""
         if other == "none" or asr is None:
             return "none"
-        rate = next((r for r in self._cal.asr if r.model == other), None)
-        took = 0.0 if rate is None else rate.decode_s * self._slowdown(1, self._free)
-        first_audio = self._first_audio_s(model, asr) + took
+        measured = any(r.model == other for r in self._cal.asr)  # (not with an explicit model)
+        first_audio = self._first_audio_s(model, asr) + (self._asr_took(other) if measured
+                                                         else 0.0)
         if first_audio > self._config.first_audio_ms / 1000:
             self.reasons.append(f"no second opinion: {other}'s decode would take the first "
                                 f"audio of an unsure turn to ~{first_audio * 1000:.0f} ms")

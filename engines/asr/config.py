@@ -32,9 +32,10 @@ class AsrConfig:
     # kept. Two models' errors differ, and each is surest where it is right: five unseen
     # voices at 15 dB, WER 14.7% (tiny.en) -> 12.4% with base second, 13.2% (base) -> 11.3%
     # with tiny.en; held-out questions spoken, tiny.en 0.21 -> 0.12 and answers right 13 ->
-    # 18 of 24 (bench/RESULTS.md, asr and answers). "auto": the server's
-    # [profile] sets the other bundled model for English (none without a profile); "none";
-    # or "base", "tiny.en" (English only), a CTranslate2 Whisper directory
+    # 18 of 24 (bench/RESULTS.md, asr and answers). "auto": the server's [profile] sets the
+    # other bundled model for English where an unsure turn's first audio keeps its budget with
+    # both decodes (none without a profile); "none"; or "base", "tiny.en" (English only), a
+    # CTranslate2 Whisper directory
     second_model: str = "auto"
     second_below: float = 0.65
     prompt: str | None = None  # Whisper initial prompt; None = per language (zh: Simplified)

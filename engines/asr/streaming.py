@@ -37,7 +37,7 @@ import numpy as np
 from engines.asr.audio import SAMPLE_RATE, check_pcm16
 from engines.asr.base import PauseText
 from engines.asr.config import AsrConfig
-from engines.asr.errors import StreamClosedError
+from engines.asr.errors import AsrModelLoadError, StreamClosedError
 from engines.asr.gate import SpeechGate
 from engines.asr.text import join_pieces
 from engines.asr.whisper import load_runner
@@ -52,13 +52,22 @@ class WhisperStreamingASR:
     def __init__(self, config: AsrConfig | None = None) -> None:
         self.config = config or AsrConfig()
         self.runner = load_runner(self.config)
-        second = self.config.second
-        self.second: WhisperRunner | None = load_runner(second) if second else None
+        self.second = self._load_second()
         self.device_calls = self.runner.device_calls  # (engine_set.py)
         if self.config.speech_gate:
             from engines.vad.silero import load_silero
 
             load_silero()
+
+    def _load_second(self) -> WhisperRunner | None:
+        """The second opinion's model (`second_model`); its errors name that key."""
+        second = self.config.second
+        if second is None:
+            return None
+        try:
+            return load_runner(second)
+        except AsrModelLoadError as exc:
+            raise AsrModelLoadError(f"[asr] second_model: {exc}") from exc
 
     def open(self) -> WhisperStream:
         return WhisperStream(self.runner, self.config, self.second)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engines.asr import AsrConfig
-from engines.asr.errors import InvalidAsrConfigError
+from engines.asr.errors import AsrModelLoadError, InvalidAsrConfigError
 from engines.asr.streaming import WhisperStream, WhisperStreamingASR
 from engines.asr.whisper_runner import Decoded
 from rtc_server.config import Config
@@ -117,6 +118,12 @@ def test_bad_second_model_settings_are_refused() -> None:
     second = AsrConfig(model="tiny.en", second_model="base", prompt="Ava.").second
     assert second is not None and (second.model, second.prompt, second.second_model) == (
         "base", "Ava.", "none")
+
+
+def test_a_missing_second_model_stops_start_up_naming_its_key(tmp_path: Path) -> None:
+    with pytest.raises(AsrModelLoadError, match=r"\[asr\] second_model: unknown"):
+        WhisperStreamingASR(AsrConfig(model="tiny.en", second_model=str(tmp_path / "nowhere"),
+                                      speech_gate=False))
 
 
 @pytest.mark.slow
