@@ -18,6 +18,7 @@ answer from it. The wrong outcomes follow the table.
     .venv/bin/python bench/tools.py [--voices kokoro:af_sarah,kokoro:bm_george,espeak:en-us+m3]
         [--model qwen2.5-coder-1.5b|qwen2.5-coder-0.5b] [--limit N] [--text]
         [--engine transformers]  # the GPU profile's engine (CUDA if torch sees one)
+        [--requests bench/tools_requests_heldout.toml --limit 20]  # a second set
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ class Outcome:
         return f"{got}; the model wrote {self.written!r}"
 
 
-def load_requests(limit: int) -> list[Request]:
-    raw = tomllib.loads(REQUESTS.read_text())["request"]
+def load_requests(limit: int, path: Path = REQUESTS) -> list[Request]:
+    raw = tomllib.loads(path.read_text())["request"]
     return [Request(kind, r["text"], r.get("tool"), r.get("args", {}))
             for kind in KINDS for r in [r for r in raw if r["kind"] == kind][:limit]]
 
@@ -228,7 +229,7 @@ def row(label: str, outs: list[Outcome], heard: bool) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     load = os.getloadavg()[0]
-    requests = load_requests(args.limit)
+    requests = load_requests(args.limit, args.requests)
     tools = ToolSet.load(TOOLS)
     config = LLMConfig(engine=args.engine, persona="bank", tools=str(TOOLS), model=args.model,
                        seed=0, resilient=False)
@@ -302,6 +303,8 @@ def main() -> None:
                         "sees one)")
     parser.add_argument("--asr", default="base", help="Whisper: base | tiny.en | a directory")
     parser.add_argument("--limit", type=int, default=10, help="first N requests of each kind")
+    parser.add_argument("--requests", type=Path, default=REQUESTS,
+                        help="the requests (tools_requests_heldout.toml: a second set)")
     parser.add_argument("--text", action="store_true",
                         help="the written requests, no TTS or ASR (the model alone)")
     args = parser.parse_args()

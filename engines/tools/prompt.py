@@ -9,6 +9,15 @@ Before the block, a short paragraph says when to call: the personas were written
 that cannot see accounts ("I can't see your accounts"), and a 1.5B model follows that over a
 bare tool list (measured: 5 of 8 requests called with the paragraph and the reminder, 0 of 8
 without; bench/RESULTS.md, tools).
+
+The tools' line ends the per-message reminder, after the persona's facts rule ("if the FACTS
+do not say, say you don't have that information"): the 1.5B follows what it read last, and
+with the facts rule last it answered most lookups of the customer's own data ("Am I
+overdrawn?", "What did I last buy?") with "I don't have that information". Tools' line last,
+written requests (bench/RESULTS.md, tools): the benchmark's 17 -> 19 of 20 right, a second
+set's 10 -> 14 of 17, spoken 45 -> 50 of 60; the price, how-to questions answered with a
+read-only lookup or asked back (a made-up value is dropped by the check): 0 -> 2 asks of the
+benchmark's 10, 0 -> 3 lookups and 2 asks of the second set's 20. Nothing runs without a yes.
 """
 
 from __future__ import annotations
@@ -47,6 +56,6 @@ def tools_block(tools: ToolSet, language: str = "en") -> str:
 
 
 def reminder(persona_reminder: str | None, language: str = "en") -> str:
-    """The per-message reminder with the tools' line first."""
+    """The per-message reminder with the tools' line last (read last, followed most)."""
     line = REMINDER.get(language, REMINDER["en"])
-    return f"{line} {persona_reminder}" if persona_reminder else line
+    return f"{persona_reminder} {line}" if persona_reminder else line

@@ -18,6 +18,7 @@ from engines.llm.tool_calls import ToolCallsLLM
 from engines.text.consent import consent
 from engines.tools import ToolCall, ToolsError, ToolSet, check_call, parse_call
 from engines.tools.calls import is_tool_response, tool_response
+from engines.tools.prompt import reminder as tools_reminder
 from tests.support.fakes import ScriptedLLM
 
 BANK = Path(__file__).resolve().parents[2] / "engines/tools/examples/bank.toml"
@@ -186,6 +187,10 @@ def test_the_prompt_carries_the_tools_and_drops_what_the_persona_cannot_do() -> 
     assert acting.system.startswith(plain.system.split(" You cannot see")[0])
     assert '"name": "freeze_card"' in acting.system and "<tools>" in acting.system
     assert acting.reminder is not None and "tool" in acting.reminder
+    # The tools' line comes last, after the facts rule (the small model follows what it read
+    # last: first, it answered lookups of the customer's own data from the facts).
+    assert plain.reminder is not None and acting.reminder.startswith(plain.reminder)
+    assert acting.reminder.endswith(tools_reminder(None))
     messages = acting.messages([ChatMessage("user", "Hi"), ChatMessage("assistant", "<tool_call>"),
                                 ChatMessage("user", tool_response("{}"))])
     assert messages[-1].content == tool_response("{}")  # no reminder on a tool's result
