@@ -14,14 +14,18 @@ over 127.0.0.1, says the question through its microphone, and measures what it r
   with `--set paused`, questions with a 0.5-0.9 s pause in mid-sentence
   (`testkit/pauses.py`): a false cut-off is a final transcript that reaches the peer
   before it has said the rest of its question.
-Prints p50/p95 tables (markdown) over the questions.
+Prints p50/p95 tables (markdown) over the questions. Each question is a session of its own
+(nothing learnt of the speaker), or with `--one-session` all are asked in one session, each
+once the answer before has played, as a user talks: the speaker's pauses learnt over the
+session (`[turn] speaker_floor_ms`) then apply, and the conversation's history grows.
 
     unshare -n sh -c 'ip link set lo up && \
         exec .venv/bin/python bench/voice_to_voice.py [--questions 20] [--set paused]'
 
 Options that override one server setting for an A/B run: --llm-threads, --llm-batch-threads,
 --first-chunk-max-chars, --warm-llm, --decode-ahead-ms, --partial-interval-s, --lead-ms,
---check-ahead, --runway-ms, --pause-ms, --recheck-ms, --text-end-threshold. `--language zh`
+--check-ahead, --runway-ms, --pause-ms, --recheck-ms, --text-end-threshold,
+--noise-suppression. `--language zh`
 runs the Chinese conversation (`[conversation] language = "zh"`) on Mandarin questions spoken
 by a Kokoro voice (`testkit.sentences`).
 
@@ -52,6 +56,7 @@ import sys
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -149,44 +154,86 @@ async def one_question(
     url: str, question: str | PausedSpeech, meter: MouthMeter, voice: Voice = ("piper", None),
     noise_db: float | None = None,
 ) -> Result:
-    pcm, resume_s = question_audio(question, voice, noise_db)
-    mic = PcmMicrophone(pcm, 16000)
+    """A session of its own for this question (nothing learnt of the speaker)."""
+    mic = PcmMicrophone(None, 16000)
     peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
     await peer.connect()
+    try:
+        return await ask(peer, mic, question, voice, noise_db)
+    finally:
+        await peer.close()
+
+
+async def one_session(
+    url: str, questions: list[str | PausedSpeech], meter: MouthMeter,
+    voice: Voice = ("piper", None), noise_db: float | None = None,
+    done: Callable[[int, Result], None] | None = None,
+) -> list[Result]:
+    """All `questions` in one session, each asked once the answer before has played (as a
+    user talks to the agent: the speaker's pauses learnt over the session apply,
+    engines/turn/speaker.py, and the conversation's history grows)."""
+    mic = PcmMicrophone(None, 16000)
+    peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
+    await peer.connect()
+    results: list[Result] = []
+    try:
+        for i, question in enumerate(questions):
+            results.append(await ask(peer, mic, question, voice, noise_db))
+            if done is not None:
+                done(i, results[-1])
+    finally:
+        await peer.close()
+    return results
+
+
+async def ask(
+    peer: LoopbackPeer, mic: PcmMicrophone, question: str | PausedSpeech,
+    voice: Voice = ("piper", None), noise_db: float | None = None,
+) -> Result:
+    """Say `question` through the peer's microphone and measure its answer (the turns before
+    it in this session left out)."""
+    pcm, resume_s = question_audio(question, voice, noise_db)
+    before = max((int(e["turn_id"]) for e in peer.received.events_of("timings")), default=0)
+    mic.set_audio(pcm, 16000)
     await asyncio.wait_for(mic.playing.wait(), 10)
     assert mic.started_at is not None
-    speech_end = mic.started_at + len(pcm) / 16000
+    asked_at = mic.started_at
+    speech_end = asked_at + len(pcm) / 16000
     first = await peer.wait_event(
-        lambda e: e["type"] == "timings" and "first_audio_sent" in e["marks_ms"], 60
+        lambda e: e["type"] == "timings" and e["turn_id"] > before
+        and "first_audio_sent" in e["marks_ms"], 60
     )
+    turn_id = first["turn_id"]
     await asyncio.sleep(3.0)  # some answer audio and video for the A/V skew
     with contextlib.suppress(TimeoutError):  # complete once the whole answer has played
-        await peer.wait_event(lambda e: e["type"] == "timings" and e["turn_id"] == first[
-            "turn_id"] and e.get("stall_ms") is not None, 30)
-    final = [e for e in peer.received.events_of("timings") if e["turn_id"] == first["turn_id"]]
+        await peer.wait_event(lambda e: e["type"] == "timings" and e["turn_id"] == turn_id
+                              and e.get("stall_ms") is not None, 60)
+    final = [e for e in peer.received.events_of("timings") if e["turn_id"] == turn_id]
     a_t, rms = audio_timeline(peer.received)
     loud = np.flatnonzero((rms > QUIET_RMS) & (a_t > speech_end))
     v2v = float(a_t[loud[0]] - speech_end) if len(loud) else float("nan")
     v_t, mouth = video_timeline(peer.received, 25)
-    window_a = a_t > a_t[loud[0]] - 0.5 if len(loud) else a_t > 0
-    window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > 0
+    window_a = a_t > a_t[loud[0]] - 0.5 if len(loud) else a_t > asked_at
+    window_v = v_t > a_t[loud[0]] - 0.5 if len(loud) else v_t > asked_at
     lag, corr = best_lag(a_t[window_a], rms[window_a], v_t[window_v], mouth[window_v])
     gap_s = longest_gap(a_t, rms > QUIET_RMS, speech_end)
-    transcript = [e["text"] for e in peer.received.events_of("transcript") if e["final"]]
-    finals_at = [t for e, t in zip(peer.received.events, peer.received.event_arrival, strict=True)
-                 if e.get("type") == "transcript" and e["final"]]
-    cut_off = resume_s is not None and any(t < mic.started_at + resume_s for t in finals_at)
+    finals = [(e, t) for e, t in zip(peer.received.events, peer.received.event_arrival,
+                                     strict=True)
+              if e.get("type") == "transcript" and e["final"] and t >= asked_at]
+    transcript = [e["text"] for e, _ in finals]
+    cut_off = resume_s is not None and any(t < asked_at + resume_s for _, t in finals)
     arrivals = np.array(peer.received.video_arrival)
-    steady = arrivals[arrivals > arrivals[0] + 0.5]  # skip the first frames' start-up burst
+    arrivals = arrivals[arrivals >= asked_at]
+    steady = arrivals[arrivals > arrivals[0] + 0.5] if len(arrivals) else arrivals
     fps = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 1 else float("nan")
     # worst one-second window while listening, thinking and speaking
-    windows = [np.sum((steady >= t) & (steady < t + 1.0)) for t in steady[steady < steady[-1] - 1]]
-    await peer.close()
+    windows = [np.sum((steady >= t) & (steady < t + 1.0))
+               for t in (steady[steady < steady[-1] - 1] if len(steady) else steady)]
     return {
         "question": question if isinstance(question, str) else question.text,
         "heard": " / ".join(transcript), "cut_off": cut_off,
         "said": [e["text"] for e in peer.received.events_of("agent_text")
-                 if e["turn_id"] == first["turn_id"] and e["text"]],
+                 if e["turn_id"] == turn_id and e["text"]],
         "v2v_s": v2v, "marks_ms": final[-1]["marks_ms"], "stall_ms": final[-1].get("stall_ms"),
         "evidence": final[-1].get("evidence", {}),
         "av_lag_s": lag, "av_corr": corr, "longest_gap_s": gap_s,
@@ -208,26 +255,27 @@ async def run(
     n: int, port: int, paused: bool, agent: Table, llm: Table, vad: Table, asr: Table,
     turn: Table, profile: Table, slow: SlowMachine | None, language: str = "en",
     base: Path | None = None, asked: list[str] | None = None, voice: Voice = ("piper", None),
-    noise_db: float | None = None,
+    noise_db: float | None = None, session: bool = False,
 ) -> list[Result]:
     config = agent_toml(port, agent, {"seed": 1234, "temperature": 0.0, **llm}, vad, asr, turn,
                         profile, base)
     config += f'[conversation]\nlanguage = "{language}"\n'
     async with running_server(config, slow):
         return await ask_all(n, f"http://127.0.0.1:{port}", paused, language, asked, voice,
-                             noise_db)
+                             noise_db, session)
 
 
 async def ask_all(
     n: int, url: str, paused: bool, language: str = "en", asked: list[str] | None = None,
-    voice: Voice = ("piper", None), noise_db: float | None = None,
+    voice: Voice = ("piper", None), noise_db: float | None = None, session: bool = False,
 ) -> list[Result]:
-    """`asked`: the questions (default: the language's set), repeated to make `n`."""
+    """`asked`: the questions (default: the language's set), repeated to make `n`;
+    `session`: all of them in one session (`one_session`), else a session each."""
     restrict_host_candidates_to_loopback()  # the peer in this process: 127.0.0.1 only
     config = agent_config()
     meter = MouthMeter(build_renderer(default_portrait(), config).landmarks)
-    results = []
-    # one warm-up turn (first-call costs of every model), not counted
+    # one warm-up turn (first-call costs of every model), not counted, in a session of its
+    # own (nothing learnt of the speaker before the first question)
     await one_question(url, "你好，最近怎么样？" if language == "zh" else "Hello, how are you?",
                        meter, voice)
     asked = asked or list(ZH_QUESTIONS if language == "zh" else QUESTIONS)
@@ -235,16 +283,24 @@ async def ask_all(
     if paused:
         questions = [paused_question(*PAUSE_QUESTIONS[k % len(PAUSE_QUESTIONS)],
                                      0.5 + 0.1 * (k % 5)) for k in range(n)]
-    for i, question in enumerate(questions):
-        start = time.perf_counter()
-        result = await one_question(url, question, meter, voice, noise_db)
-        results.append(result)
+    started = time.perf_counter()
+
+    def done(i: int, result: Result) -> None:
+        nonlocal started
         logging.getLogger("bench").info(
             "%d/%d %.2f s voice-to-voice (%.0f s) %r -> %r%s; %s", i + 1, n,
-            result["v2v_s"], time.perf_counter() - start, result["question"], result["heard"],
-            " CUT OFF" if result["cut_off"] else "",
+            result["v2v_s"], time.perf_counter() - started, result["question"],
+            result["heard"], " CUT OFF" if result["cut_off"] else "",
             hearing_note(result["marks_ms"], result["evidence"]),
         )
+        started = time.perf_counter()
+
+    if session:
+        return await one_session(url, questions, meter, voice, noise_db, done)
+    results = []
+    for i, question in enumerate(questions):
+        results.append(await one_question(url, question, meter, voice, noise_db))
+        done(i, results[-1])
     return results
 
 
@@ -264,6 +320,7 @@ OVERRIDES: tuple[tuple[str, str, type, str], ...] = (
     ("--asr-threads", "asr.cpu_threads", int, ""),
     ("--asr-second", "asr.second_model", str, "base, tiny.en or none; default: the profile's"),
     ("--asr-cuda-graphs", "asr.cuda_graphs", bool, ""),
+    ("--noise-suppression", "asr.noise_suppression", int, "0 = off; WebRTC's level 1-4"),
     ("--check-ahead", "turn.check_ahead", bool, ""),
     ("--patience-ms", "turn.patience_ms", int, ""),
     ("--recheck-ms", "turn.recheck_ms", int, "0 = off"),
@@ -303,7 +360,8 @@ def _options(args: argparse.Namespace) -> str:
         "--forced-answers": args.forced_answers, "--asr-model": args.asr_model,
         "--voice": args.voice and ":".join(p for p in args.voice if p),
         "--noise": args.noise,
-        "--questions-file": args.questions_file}
+        "--questions-file": args.questions_file,
+        "--one-session": "" if args.one_session else None}
     return "".join(f" {flag} {value}" for flag, value in given.items() if value is not None)
 
 
@@ -415,6 +473,9 @@ def main() -> int:
                         help="white noise at this SNR over the microphone (e.g. 15)")
     parser.add_argument("--questions-file",
                         help="the questions, one a line (default: testkit.pauses' complete set)")
+    parser.add_argument("--one-session", action="store_true",
+                        help="all questions in one session, each once the answer before has "
+                        "played (the speaker's learnt pauses apply); default: a session each")
     add_profile_options(parser, "llm.model (e.g. a Hugging Face directory)")
     add_options(parser)
     parser.add_argument("--language", choices=("en", "zh"), default=None,
@@ -436,7 +497,7 @@ def main() -> int:
         runs[mode] = asyncio.run(run(args.questions, args.port, args.set == "paused", agent,
                                      llm, vad, asr, turn, profile, slow,
                                      args.language or "en", args.config, asked, voice,
-                                     args.noise))
+                                     args.noise, args.one_session))
     return publish(report(runs, args), [r for rs in runs.values() for r in rs], args.json)
 
 
