@@ -351,12 +351,15 @@ def main() -> None:
                         help="turn.speaker_floor_ms (0 = one long limit for every speaker)")
     parser.add_argument("--limit", type=int, default=20, help="clips per condition")
     parser.add_argument("--prompt", default=None, help="[asr] prompt (Whisper's initial prompt)")
+    parser.add_argument("--noise-suppression", type=int, default=AsrConfig.noise_suppression,
+                        help="[asr] noise_suppression (0 = off, WebRTC's level 1-4)")
     parser.add_argument("--voices", default=",".join(VOICES),
                         help="piper, espeak, kokoro:NAME (comma-separated)")
     parser.add_argument("--snrs", default="15", help="noisy conditions: SNR dB, comma-separated")
     args = parser.parse_args()
 
-    asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt, second_model=args.second))
+    asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt, second_model=args.second,
+                               noise_suppression=args.noise_suppression))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
@@ -375,7 +378,8 @@ def main() -> None:
 
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"Whisper {args.model} int8 (2 threads, beam 1; second opinion {args.second}), "
+          f"Whisper {args.model} int8 (2 threads, beam 1; second opinion {args.second}; noise "
+          f"suppression {args.noise_suppression}), "
           f"turn {args.turn} "
           f"({args.turn_runtime} on {args.turn_device}; text check "
           f"{args.text_check}, asked ahead {args.check_ahead}, patience {args.patience_ms} "

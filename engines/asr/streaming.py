@@ -14,6 +14,8 @@ see `whisper.py`):
 - A second opinion (`second_model`): a final decode (the pause's, the early one, the end's,
   a long segment's commit; never a partial) whose confidence is under `second_below` is
   decoded by the second model too, and the more confident text is kept.
+- Noise (`noise_suppression`): each decode's audio passes WebRTC's noise suppressor first
+  (`denoise.py`); what the endpointer and the turn model hear is untouched.
 - Long speech: at a `pause()` past `max_segment_s` the text so far is committed and decoding
   continues on a new segment; past Whisper's window (`max_audio_s` minus 1 s) `feed` commits
   anyway. So any length works within Whisper's 30 s window.
@@ -37,6 +39,7 @@ import numpy as np
 from engines.asr.audio import SAMPLE_RATE, check_pcm16
 from engines.asr.base import PauseText
 from engines.asr.config import AsrConfig
+from engines.asr.denoise import check_suppressor, suppress_noise
 from engines.asr.errors import AsrModelLoadError, StreamClosedError
 from engines.asr.gate import SpeechGate
 from engines.asr.text import join_pieces
@@ -58,6 +61,8 @@ class WhisperStreamingASR:
             from engines.vad.silero import load_silero
 
             load_silero()
+        if self.config.noise_suppression:
+            check_suppressor()
 
     def _load_second(self) -> WhisperRunner | None:
         """The second opinion's model (`second_model`); its errors name that key."""
@@ -196,8 +201,11 @@ class WhisperStream:
         audio = self._audio()[:n]
         if rest is not None and rest.size:
             audio, n = np.concatenate([audio, rest]), n + rest.shape[0]
+        start = time.perf_counter()
+        audio = suppress_noise(audio, self._cfg.noise_suppression)
+        cleaned = time.perf_counter() - start
         decoded = self._runner.decode(audio)
-        seconds, text = decoded.seconds, self._runner.accept(decoded)
+        seconds, text = cleaned + decoded.seconds, self._runner.accept(decoded)
         self.decodes += 1
         if (final and self._second is not None and text
                 and math.exp(decoded.avg_logprob) < self._cfg.second_below):
