@@ -155,13 +155,7 @@ async def one_question(
     noise_db: float | None = None,
 ) -> Result:
     """A session of its own for this question (nothing learnt of the speaker)."""
-    mic = PcmMicrophone(None, 16000)
-    peer = LoopbackPeer(url, microphone=mic, video_summary=meter)
-    await peer.connect()
-    try:
-        return await ask(peer, mic, question, voice, noise_db)
-    finally:
-        await peer.close()
+    return (await one_session(url, [question], meter, voice, noise_db))[0]
 
 
 async def one_session(
