@@ -13,9 +13,9 @@ without; bench/RESULTS.md, tools).
 The tools' line ends the per-message reminder, after the persona's facts rule ("if the FACTS
 do not say, say you don't have that information"): the 1.5B follows what it read last, and
 with the facts rule last it answered most lookups of the customer's own data ("Am I
-overdrawn?", "What did I last buy?") with "I don't have that information". Tools' line last,
-written requests (bench/RESULTS.md, tools): the benchmark's 17 -> 19 of 20 right, a second
-set's 10 -> 14 of 17, spoken 45 -> 50 of 60; the price, how-to questions answered with a
+overdrawn?", "What did I last buy?") with "I don't have that information". Tools' line last
+(bench/RESULTS.md, tools): written, the benchmark's 17 -> 19 of 20 right and a second set's
+10 -> 14 of 17; spoken, 45 -> 50 of 60; the price, how-to questions answered with a
 read-only lookup or asked back (a made-up value is dropped by the check): 0 -> 2 asks of the
 benchmark's 10, 0 -> 3 lookups and 2 asks of the second set's 20. Nothing runs without a yes.
 """
