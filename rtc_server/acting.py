@@ -68,12 +68,18 @@ class Acting:
         self.runner = runner
         self._session = session
         self.pending: Pending | None = None
+        self._words: tuple[str, ...] = ()  # the user's own (the app's vocabulary)
 
     # --- what the conversation asks ----------------------------------------------------------
 
     def reply(self, text: str) -> Consent | None:
         """The user's answer to the read-back (None: nothing is waiting)."""
         return None if self.pending is None else consent(text)
+
+    def use_words(self, words: tuple[str, ...]) -> None:
+        """The user's own names (the app's vocabulary): near misses of them in a call's text
+        arguments are read back and run as these (engines/tools/calls.py)."""
+        self._words = words
 
     def cancel(self, why: str) -> None:
         pending, self.pending = self.pending, None
@@ -105,7 +111,8 @@ class Acting:
         if call is None:  # not readable: words instead
             yield FollowUp(words, tools=False)
             return
-        verdict = check_call(self.tools, call, _said(messages))
+        verdict = check_call(self.tools, call, _said(messages), self._words,
+                             _request(messages))
         spec = verdict.spec
         if verdict.kind == "refuse" or spec is None:
             self._event(turn.id, call, None, "refused", detail=verdict.reason)
@@ -229,10 +236,19 @@ def _needs(spec: ToolSpec, needed: tuple[str, ...]) -> str:
     return " and ".join(named) if named else "a little more detail"
 
 
+def _users(messages: list[ChatMessage]) -> list[str]:
+    """The user's words of each request (not the tool results the history holds as theirs)."""
+    return [m.content for m in messages if m.role == "user" and not m.content.startswith("<")]
+
+
 def _said(messages: list[ChatMessage]) -> str:
     """The user's words of this request and the one before (an answer to "which card?")."""
-    users = [m.content for m in messages if m.role == "user" and not m.content.startswith("<")]
-    return " ".join(users[-2:])
+    return " ".join(_users(messages)[-2:])
+
+
+def _request(messages: list[ChatMessage]) -> str:
+    """The user's words of this request alone."""
+    return (_users(messages) or [""])[-1]
 
 
 def _in_words(messages: list[ChatMessage]) -> list[ChatMessage]:

@@ -200,6 +200,16 @@ class AgentBehaviour:
         """The embedding app's result of a tool call (RTVI); False: no such call waits."""
         return self._acting is not None and self._acting.tool_result(call_id, result)
 
+    def set_words(self, words: tuple[str, ...]) -> bool:
+        """The app's names for this user (RTVI `vocabulary`): Whisper's prompt from the next
+        utterance on, ahead of the deployment's words, and the names a tool call's near misses
+        are mended to (a new message replaces them)."""
+        prompt = self._engines.words_prompt(words)
+        self._hearing.use_prompt(prompt)
+        if self._acting is not None:
+            self._acting.use_words(words)
+        return prompt is not None
+
     def ask(self, text: str) -> None:
         """A typed question (RTVI `send-text`), answered like a final transcript: a running
         answer is interrupted first, as a barge-in does. Its timings count from now, the

@@ -76,5 +76,8 @@ class EchoBehaviour:
     def tool_result(self, call_id: str, result: object) -> bool:
         return False  # echo mode calls no tools
 
+    def set_words(self, words: tuple[str, ...]) -> bool:
+        raise NotSupported("a vocabulary needs agent mode (this server echoes what it hears)")
+
     async def aclose(self) -> None:
         self._utterance = None

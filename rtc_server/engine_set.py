@@ -117,6 +117,9 @@ class Engines:
     topics: tuple[str, ...] = ()
     face_batcher: FaceBatcher | None = None  # cross-session batching (GPU runtimes)
     tools: ToolSet | None = None  # the deployment's tools ([llm] tools); None: it only talks
+    # A session's own words (the app's `vocabulary`) -> Whisper's prompt for it; None where
+    # the deployment's words are not used either (`words_prompt`).
+    words_prompt: Callable[[tuple[str, ...]], str | None] = lambda words: None
     # What the machine's calibration chose, and the rates the conversation paces itself by.
     fit: Fit = field(default_factory=lambda: Fit("fixed", None, None, None, FIXED_PACE, ()))
 
@@ -200,7 +203,9 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
     if problem is not None:
         raise ConfigError(problem)
     fitted = fitted or fit(config)
-    config = biased(fitted.apply(config), facts)
+    config = fitted.apply(config)
+    session_words = words_prompt(config, facts)
+    config = biased(config, facts)
 
     asr = _timed(f"asr ({config.asr.engine})", lambda: create_asr(config.asr))
     warm_up = getattr(asr, "warm_up", None)
@@ -221,10 +226,26 @@ def load_engines(config: Config, fitted: Fit | None = None) -> Engines:
         asr=asr, llm=llm, tts=tts, face=face,
         make_smoother=lambda: create_smoother(face_config), turn=turn, text_end=text_end,
         fit=fitted, topics=phrases(facts), tools=load_tools(config.llm),
+        words_prompt=session_words,
         pools=Pools.sized(usable_cores(), device_calls(asr), device_calls(tts)),
     )
     engines.face_batcher = face_batcher(face_config, face, engines.pools.face)
     return engines
+
+
+def words_prompt(config: Config, facts: str) -> Callable[[tuple[str, ...]], str | None]:
+    """How a session's own words (the names its app sends, RTVI `vocabulary`) become Whisper's
+    prompt: the agent's name, then those words, then the deployment's, within the prompt's
+    word budget; where `[asr] bias` does not apply (a prompt set, bias off, not English: a
+    prompt of names would pull other languages' words toward English spellings), none."""
+    from engines.text.vocabulary import prompt_from
+
+    asr = config.asr
+    if (not asr.bias or asr.prompt is not None or asr.language != "en"
+            or asr.engine != "faster-whisper"):
+        return lambda words: None
+    name = config.llm.agent_name
+    return lambda words: prompt_from(facts, (name, *words)) or None
 
 
 def biased(config: Config, facts: str) -> Config:

@@ -195,6 +195,7 @@ class Hearing:
         text_end: TextEnd | None = None,
     ) -> None:
         self._asr = asr
+        self._prompt: str | None = None  # Whisper's prompt for this session (use_prompt)
         self._turn = turn or TurnConfig()
         self._model = turn_model if self._turn.enabled else None
         self._text_end = text_end if self._turn.text_end_threshold else None
@@ -227,6 +228,11 @@ class Hearing:
         self._words_ahead: _WordsAhead | None = None  # the probe on the early decode's words
         self._dropped = 0
         tasks.spawn("asr-lane", self._lane())
+
+    def use_prompt(self, prompt: str | None) -> None:
+        """Whisper's prompt for this session's utterances from the next one on (None: the
+        configured one): the deployment's words with the app's for this user."""
+        self._prompt = prompt
 
     def push(self, frame: np.ndarray) -> None:
         """One 20 ms frame of 16 kHz mono int16 (called on the event loop)."""
@@ -591,7 +597,7 @@ class Hearing:
             kind, utterance, arg = await self._next()
             try:
                 if kind == "open":
-                    stream = await loop.run_in_executor(pool, self._asr.open)
+                    stream = await loop.run_in_executor(pool, self._asr.open, self._prompt)
                     current, heard = utterance, None
                     continue
                 if stream is None or utterance != current:

@@ -64,6 +64,11 @@ class Behaviour(Protocol):
         """The client's result of a tool call; False if no such call waits for one."""
         ...
 
+    def set_words(self, words: tuple[str, ...]) -> bool:
+        """Names and terms the embedding app says this user may say (RTVI `vocabulary`),
+        for the hearing of the next utterances; False where the ASR takes no prompt."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -232,3 +232,47 @@ async def test_session_end_says_peer_left(h: Harness) -> None:
     adapter, channel = rig(h)
     await adapter.aclose()
     assert json.loads(channel.sent[-1]) == {"type": "signalling", "message": {"type": "peerLeft"}}
+
+
+async def test_the_apps_vocabulary_becomes_the_hearings_prompt(h: Harness) -> None:
+    """`client-message` `vocabulary` (client-js `sendClientRequest("vocabulary", ...)`): the
+    words, tidied and each once, go into Whisper's prompt from the next utterance on, and the
+    server-response says how many were taken."""
+    h.engines.words_prompt = lambda words: "Ava, " + ", ".join(words) + "."
+    adapter, channel = rig(h)
+    await h.talk(0.6, 1.5)
+    assert h.asr.prompts == [None]
+    send(channel, "client-message", {"t": "vocabulary", "d": {
+        "words": ["David  Okafor", "Priya Shah", "david okafor"]}}, "v1")
+    reply = of(channel, "server-response")[-1]
+    assert reply["id"] == "v1"
+    assert reply["data"] == {"t": "vocabulary", "d": {"words": 2, "used": True}}
+    await h.talk(0.6, 1.5)
+    assert h.asr.prompts == [None, "Ava, David Okafor, Priya Shah."]
+
+
+async def test_a_vocabulary_an_asr_cannot_use_is_said_so(h: Harness) -> None:
+    adapter, channel = rig(h)  # the rig's engines: no prompt for a session's words
+    send(channel, "client-message", {"t": "vocabulary", "d": {"words": ["Okafor"]}}, "v1")
+    assert of(channel, "server-response")[-1]["data"]["d"] == {"words": 1, "used": False}
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    (None, '"t"'), ({"t": "make-coffee"}, "unknown type 'make-coffee'"),
+    ({"t": "vocabulary", "d": "Okafor"}, '"words"'),
+    ({"t": "vocabulary", "d": {"words": [1, 2]}}, "string"),
+    ({"t": "vocabulary", "d": {"words": [" "]}}, "printable"),
+    ({"t": "vocabulary", "d": {"words": ["x" * 81]}}, "1-80"),
+    ({"t": "vocabulary", "d": {"words": ["a\x07b"]}}, "printable"),
+    ({"t": "vocabulary", "d": {"words": [f"name {i}" for i in range(201)]}}, "at most 200"),
+])
+async def test_a_bad_app_message_gets_an_error_response_and_changes_nothing(
+    h: Harness, data: Any, fragment: str
+) -> None:
+    h.engines.words_prompt = lambda words: ", ".join(words)
+    adapter, channel = rig(h)
+    send(channel, "client-message", data, "bad")
+    reply = of(channel, "error-response")[-1]
+    assert reply["id"] == "bad" and fragment in reply["data"]["error"]
+    await h.talk(0.6, 1.5)
+    assert h.asr.prompts == [None]

@@ -8,7 +8,8 @@ call from the model's answer through the server to the page's handler and back.
     not cancelled, the agent speaks, and the model read the handler's data;
 (b) a card freeze (`confirm = true`) is read back and nothing runs until the user's "Yes.",
     then it runs once, with the card the user named;
-(c) "No." to the read-back: the handler is never called.
+(c) "No." to the read-back: the handler is never called;
+and the page's saved payees reach the session's hearing (`sendClientRequest("vocabulary")`).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ async def test_a_lookup_runs_in_the_page_and_the_agent_answers_from_its_result(
     tmp_path: Path, bank_engines: Engines  # noqa: F811 (the fixture, imported)
 ) -> None:
     async with bank_page(tmp_path, bank_engines) as bank:
+        # the page sent its saved payees as the session's vocabulary on bot-ready
+        assert await bank.page.evaluate("window.avatar.vocabulary") == {"words": 4, "used": True}
+        prompt = bank.session.behaviour._hearing._prompt  # type: ignore[attr-defined]  # noqa: SLF001
+        assert prompt is not None and "David Okafor" in prompt
         await bank.ask("Show me my last three payments.", 1)
         calls = await bank.handled()
         assert [c["name"] for c in calls] == ["recent_payments"], calls

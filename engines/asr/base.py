@@ -63,4 +63,8 @@ class AsrStream(Protocol):
 
 
 class StreamingASR(Protocol):
-    def open(self) -> AsrStream: ...
+    def open(self, prompt: str | None = None) -> AsrStream:
+        """A stream for one utterance. `prompt`: the words this session's speaker is likely
+        to say (the deployment's and the embedding app's names, `engines/text/vocabulary.py`)
+        instead of the configured prompt; an engine that takes no prompt ignores it."""
+        ...

@@ -64,7 +64,8 @@ class FunAsrStreamingASR:
         self.lock = threading.Lock()
         self.chunk_samples = config.funasr_chunk_size[1] * _SAMPLES_PER_UNIT
 
-    def open(self) -> FunAsrStream:
+    def open(self, prompt: str | None = None) -> FunAsrStream:
+        """`prompt` is Whisper's: Paraformer takes none, so a session's words are not used."""
         return FunAsrStream(self)
 
     def generate(self, chunk: np.ndarray, cache: dict[str, Any], is_final: bool) -> str:

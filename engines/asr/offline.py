@@ -78,9 +78,10 @@ class _Listener:
     def __init__(
         self, asr: StreamingASR, vad: VadConfig, turn: TurnConfig,
         turn_model: TurnModel | None, on_event: Callable[[float, events.VadEvent], None] | None,
-        speaker: SpeakerPauses | None = None,
+        speaker: SpeakerPauses | None = None, prompt: str | None = None,
     ) -> None:
         self._asr = asr
+        self._prompt = prompt
         self._turn = turn
         self._model = turn_model
         self._endpointer = create_endpointer(
@@ -144,7 +145,7 @@ class _Listener:
             last = self.utterances[-1] if self.utterances else None
             if self._speaker is not None and last is not None and last.by_speaker_limit:
                 self._speaker.cut_off((event.t - last.voice_end) * 1000)
-            self._stream, self._paused, self._early = self._asr.open(), False, None
+            self._stream, self._paused, self._early = self._asr.open(self._prompt), False, None
             self._due = None
             self._ahead.start(event.audio)
             self.utterances.append(HeardUtterance(onset=event.t, started_at=now))
@@ -249,6 +250,7 @@ def listen(
     turn_model: TurnModel | None = None,
     on_event: Callable[[float, events.VadEvent], None] | None = None,
     speaker: SpeakerPauses | None = None,
+    prompt: str | None = None,
 ) -> list[HeardUtterance]:
     """Every utterance in `audio` (16 kHz mono int16), with its text, pauses and timings.
 
@@ -257,11 +259,12 @@ def listen(
     `speaker`: the speaker's pauses so far, to go on learning them over several recordings
     (`speaker_pauses(turn)` starts one); None: a new speaker for this recording, as a new
     session has (`[turn] speaker_floor_ms = 0`: not learnt, `max_silence_ms` for all).
+    `prompt`: Whisper's prompt for this speaker (`StreamingASR.open`); None: the configured.
     """
     turn = turn or TurnConfig()
     if speaker is None:
         speaker = speaker_pauses(turn)
-    listener = _Listener(asr, vad or VadConfig(), turn, turn_model, on_event, speaker)
+    listener = _Listener(asr, vad or VadConfig(), turn, turn_model, on_event, speaker, prompt)
     for i in range(0, audio.shape[0] - FRAME + 1, FRAME):
         listener.push(audio[i : i + FRAME])
     listener.close()

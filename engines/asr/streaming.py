@@ -74,8 +74,8 @@ class WhisperStreamingASR:
         except AsrModelLoadError as exc:
             raise AsrModelLoadError(f"[asr] second_model: {exc}") from exc
 
-    def open(self) -> WhisperStream:
-        return WhisperStream(self.runner, self.config, self.second)
+    def open(self, prompt: str | None = None) -> WhisperStream:
+        return WhisperStream(self.runner, self.config, self.second, prompt)
 
     def warm_up(self) -> None:
         """One decode of silence, so the first user does not pay the runtime's first-call cost."""
@@ -88,10 +88,11 @@ class WhisperStream:
     """One utterance (see module docstring)."""
 
     def __init__(self, runner: WhisperRunner, config: AsrConfig,
-                 second: WhisperRunner | None = None) -> None:
+                 second: WhisperRunner | None = None, prompt: str | None = None) -> None:
         self._runner = runner
         self._second = second
         self._cfg = config
+        self._prompt = prompt  # this session's own (engines.asr.base); None: the configured
         self._committed = ""  # text of finished segments
         self._segment = np.zeros(0, dtype=np.int16)  # audio of the current segment
         self._chunks: list[np.ndarray] = []  # fed audio not yet merged into `_segment`
@@ -204,13 +205,14 @@ class WhisperStream:
         start = time.perf_counter()
         audio = suppress_noise(audio, self._cfg.noise_suppression)
         cleaned = time.perf_counter() - start
-        decoded = self._runner.decode(audio)
-        seconds, text = cleaned + decoded.seconds, self._runner.accept(decoded)
+        decoded = self._runner.decode(audio, prompt=self._prompt)
+        seconds = cleaned + decoded.seconds
+        text = self._runner.accept(decoded, self._prompt)
         self.decodes += 1
         if (final and self._second is not None and text
                 and math.exp(decoded.avg_logprob) < self._cfg.second_below):
-            other = self._second.decode(audio, language=decoded.language)
-            other_text = self._second.accept(other)
+            other = self._second.decode(audio, language=decoded.language, prompt=self._prompt)
+            other_text = self._second.accept(other, self._prompt)
             seconds += other.seconds
             self.second_opinions += 1
             if other_text and other.avg_logprob > decoded.avg_logprob:

@@ -111,7 +111,8 @@ class TorchWhisperRunner(WhisperRunner):
         self._graph_sets = self._make_graph_sets(config) if static else None
 
     def decode(
-        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None,
+        prompt: str | None = None,
     ) -> Decoded:
         if (beam_size or 1) != 1:
             raise InvalidAsrConfigError(f"runtime = \"torch\" decodes greedily, not with "
@@ -130,13 +131,13 @@ class TorchWhisperRunner(WhisperRunner):
             if language == "auto":
                 token = model.detect_language(state, self._sot, self._lang_ids)
                 language = self._hf_tokenizer.id_to_token(token)[2:-2]  # "<|zh|>" -> "zh"
-            prompt = self._prompt_for(language)
-            max_length = self._max_length(duration, prompt)
-            max_steps = min(max_length // 2, max_length - (len(prompt) - 1))  # CT2's rule
+            tokens = self._prompt_for(language, prompt)
+            max_length = self._max_length(duration, tokens)
+            max_steps = min(max_length // 2, max_length - (len(tokens) - 1))  # CT2's rule
             if graphs is not None:
-                result = graphs.generate(prompt, prompt.index(self._sot), self._eot, max_steps)
+                result = graphs.generate(tokens, tokens.index(self._sot), self._eot, max_steps)
             else:
-                result = model.generate(state, prompt, prompt.index(self._sot),
+                result = model.generate(state, tokens, tokens.index(self._sot),
                                         self._no_speech, self._eot, max_steps,
                                         self._suppress, self._suppress_first)
             text = self._text(result.ids)

@@ -62,7 +62,8 @@ class WhisperModelRunner(WhisperRunner):
                      bool(model.model.is_multilingual))
 
     def decode(
-        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None,
+        prompt: str | None = None,
     ) -> Decoded:
         start = time.perf_counter()
         language = language or self.config.language
@@ -72,12 +73,12 @@ class WhisperModelRunner(WhisperRunner):
             encoded = self._model.encode(features)
             token, _ = self._model.detect_language(encoded)[0][0]
             language, features = token[2:-2], encoded  # "<|zh|>" -> "zh"
-        prompt = self._prompt_for(language)
+        tokens = self._prompt_for(language, prompt)
         result = self._model.generate(
             features,
-            [prompt],
+            [tokens],
             beam_size=beam_size or self.config.beam_size,
-            max_length=self._max_length(duration, prompt),
+            max_length=self._max_length(duration, tokens),
             return_scores=True,
             return_no_speech_prob=True,
             return_logits_vocab=True,

@@ -9,6 +9,7 @@ way. It loads no model.
 from __future__ import annotations
 
 import math
+import threading
 import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ _TOKENS_PER_S = 10
 # Initial prompts per language when `AsrConfig.prompt` is unset: "The following are sentences
 # in Mandarin." in Simplified characters steers Whisper to Simplified output.
 DEFAULT_PROMPTS = {"zh": "以下是普通话的句子。"}
+# Sessions' own prompts (the app's words, `decode(prompt=...)`) tokenized, kept for reuse: a
+# session decodes with one prompt until its app sends new words.
+_SESSION_PROMPTS_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -111,34 +115,62 @@ class WhisperRunner(ABC):
         self._prompt_texts.update(DEFAULT_PROMPTS.values())
         self._prompt_texts.discard("")
         self._prompts = {lang: self._prompt(lang) for lang in ("en", "zh")}
+        self._session_prompts: dict[tuple[str, str], list[int]] = {}
+        self._session_lock = threading.Lock()
         self.max_audio_s = _MAX_WINDOW_S - config.context_pad_s
 
     @abstractmethod
     def decode(
-        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None
+        self, pcm16k: np.ndarray, language: str | None = None, beam_size: int | None = None,
+        prompt: str | None = None,
     ) -> Decoded:
         """Transcribe one utterance (int16, 16 kHz, at most `max_audio_s` long).
 
         `language` None = the configured one; with "auto" Whisper detects it in this call.
+        `prompt`: this decode's initial prompt (a session's own words) instead of the
+        configured one; None = the configured one.
         """
 
-    def _prompt(self, language: str) -> list[int]:
+    def _prompt(self, language: str, initial: str | None = None) -> list[int]:
         tokenizer = self._tokenizer_type(
             self._hf_tokenizer, self.multilingual, task="transcribe",
             language=language if self.multilingual else None,
         )
         prompt: list[int] = []
-        initial = self.config.prompt if self.config.prompt is not None else (
-            DEFAULT_PROMPTS.get(language, "")
-        )
-        if initial.strip() and self.multilingual:
+        if initial is None:  # the configured prompt: English-only models take none (the
+            # bank's words cost tiny.en 6.0 -> 6.7% WER clean, 14.7 -> 17.0% at 15 dB on
+            # other sentences: bench/RESULTS.md, asr); a session's own words they do take
+            initial = "" if not self.multilingual else self.config.prompt if (
+                self.config.prompt is not None) else DEFAULT_PROMPTS.get(language, "")
+        if initial.strip():
             prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + initial.strip())]
         return [*prompt, *tokenizer.sot_sequence, tokenizer.no_timestamps]
 
-    def _prompt_for(self, language: str) -> list[int]:
+    def _prompt_for(self, language: str, initial: str | None = None) -> list[int]:
+        if initial is not None:
+            return self._session_prompt(language, initial)
         return self._prompts.get(language) or self._prompts.setdefault(
             language, self._prompt(language)
         )
+
+    def _session_prompt(self, language: str, initial: str) -> list[int]:
+        """A session's prompt's tokens, cut to fit beside the text (Whisper's own rule: the
+        prompt's last half of the decoder's positions), kept for the session's next decodes."""
+        key = (language, initial)
+        with self._session_lock:
+            tokens = self._session_prompts.get(key)
+        if tokens is None:
+            tokens = self._prompt(language, initial)
+            head = len(self._prompt(language, ""))  # the start-of-transcript sequence
+            extra = len(tokens) - head - 1  # the prompt's text tokens (after <|startofprev|>)
+            limit = MAX_TEXT_POSITIONS // 2 - 1
+            if extra > limit:  # keep the text's end, next to the start of transcript
+                tokens = [tokens[0], *tokens[1 + extra - limit:]]
+            with self._session_lock:
+                if len(self._session_prompts) >= _SESSION_PROMPTS_KEPT:
+                    self._session_prompts.pop(next(iter(self._session_prompts)))
+                self._session_prompts[key] = tokens
+        return tokens
 
     def _window(self, pcm16k: np.ndarray) -> tuple[np.ndarray, float]:
         """The utterance's log-mel frames [n_mels, frames] over the reduced context (the audio
@@ -194,7 +226,7 @@ class WhisperRunner(ABC):
             ids = np.append(ids, chosen)
         return tokens_probability(logits, ids)
 
-    def accept(self, decoded: Decoded) -> str:
+    def accept(self, decoded: Decoded, prompt: str | None = None) -> str:
         """Drop text the model itself scores as no speech, or that loops.
 
         Whisper's own rules: no-speech probability > 0.6 with an average log-probability
@@ -210,7 +242,8 @@ class WhisperRunner(ABC):
             return ""
         if compression_ratio(decoded.text) > cfg.compression_ratio_threshold:
             return ""
-        if decoded.text.strip() in self._prompt_texts:
+        said = decoded.text.strip()
+        if said in self._prompt_texts or (prompt is not None and said == prompt.strip()):
             return ""  # Whisper read its own initial prompt back (seen on unclear Chinese)
         if decoded.language == "zh":  # the prompt steers to Simplified; this makes sure
             return to_simplified(decoded.text)

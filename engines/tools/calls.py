@@ -6,7 +6,8 @@ copied, or the call inside the declarations' `<tools>` tags. `parse_call` reads 
 
 `check_call` decides what becomes of a call, whatever the model meant:
 - `refuse`: the name is not declared (a prompt injection or a user asking for an action this
-  deployment does not have): nothing runs;
+  deployment does not have), or the user's request only thanked or said goodbye
+  (`engines.text.consent.is_closing`): nothing runs;
 - `ask`: a required argument is missing, fails its schema, or holds a value the user never
   said ("How do I freeze my card?" answered with a call on card 1234): the agent asks for it
   instead of acting on an invented value; an optional argument the user never said is dropped;
@@ -17,6 +18,11 @@ copied, or the call inside the declarations' `<tools>` tags. `parse_call` reads 
 card?"): numbers are compared as numbers (words turned to digits first: "three" is 3, "ten am"
 holds 10), text by fuzzy match. A value from a closed set (`enum`) or a yes/no is the model's
 to choose.
+
+The user's own words (the app's `vocabulary`: their saved payees' names) mend a text value
+the ASR got nearly right: "David Okafa" becomes the saved "David Okafor" when it is that
+close to one name (`_SNAP_SCORE`) and no nearer another's, so the read-back names the payee
+the app knows, and the user's yes or no is to that.
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ from engines.tools.spec import ToolSet, ToolSpec
 _CALL_TAG = re.compile(r"<(tool_call|tools)>\s*(.*?)\s*(?:</\1>|$)", re.S)
 _DIGITS = re.compile(r"\d+")
 _MIN_TEXT_MATCH = 80  # rapidfuzz partial_ratio for a text value to count as said
+# rapidfuzz ratio (case and punctuation ignored) from which a text value is taken for one of the
+# user's own words: "David Okafa" / "David Okafor" 87, "Jamie Clarke" / "Jamie Clark" 96; "Tom
+# Baker" / "Tom Parker" 84 (two people: not mended); the best must lead the next by `_SNAP_LEAD`.
+_SNAP_SCORE = 85.0
+_SNAP_LEAD = 5.0
 
 
 @dataclass(frozen=True)
@@ -94,13 +105,20 @@ class Verdict:
     reason: str = ""
 
 
-def check_call(tools: ToolSet, call: ToolCall, said: str) -> Verdict:
-    """What to do with `call`, given the user's words `said` (see the module docstring)."""
+def check_call(tools: ToolSet, call: ToolCall, said: str,
+               words: tuple[str, ...] = (), request: str = "") -> Verdict:
+    """What to do with `call`, given the user's words `said` (this request and the one
+    before), their own `words` (the app's vocabulary) and this `request` alone (see the
+    module docstring)."""
     from jsonschema import Draft202012Validator
+
+    from engines.text.consent import is_closing
 
     spec = tools.get(call.name)
     if spec is None:
         return Verdict("refuse", call, reason=f"{call.name!r} is not a declared tool")
+    if request and is_closing(request):
+        return Verdict("refuse", call, reason="the user only said thanks or goodbye")
     schema = spec.parameters
     properties: Mapping[str, Any] = schema.get("properties", {})
     required = set(schema.get("required", []))
@@ -115,7 +133,7 @@ def check_call(tools: ToolSet, call: ToolCall, said: str) -> Verdict:
         ok = not list(Draft202012Validator(prop).iter_errors(value)) and _said(
             value, prop, said, numbers)
         if ok:
-            kept[key] = value
+            kept[key] = _snapped(value, words) if isinstance(value, str) else value
         elif key in required:
             needed.append(key)
     needed += [r for r in sorted(required) if r not in call.arguments]
@@ -126,6 +144,21 @@ def check_call(tools: ToolSet, call: ToolCall, said: str) -> Verdict:
     if errors:
         return Verdict("ask", checked, spec, (), reason=errors[0].message)
     return Verdict("confirm" if spec.confirm else "run", checked, spec)
+
+
+def _snapped(value: str, words: tuple[str, ...]) -> str:
+    """`value`, or the one of the user's `words` it is a near miss of (module docstring)."""
+    if not words or _DIGITS.search(value):
+        return value
+    from rapidfuzz import fuzz, process, utils
+
+    best = process.extract(value, words, scorer=fuzz.ratio, processor=utils.default_process,
+                           limit=2)
+    if not best or best[0][1] < _SNAP_SCORE:
+        return value
+    if len(best) > 1 and best[0][1] - best[1][1] < _SNAP_LEAD:
+        return value  # as near two of them: not for us to choose
+    return str(best[0][0])
 
 
 def _repaired(value: Any, prop: Mapping[str, Any]) -> Any:

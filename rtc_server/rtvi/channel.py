@@ -168,9 +168,23 @@ class RtviChannel:
                     f"llm-function-call-result: no tool call {result.tool_call_id!r} waits "
                     "for a result (unknown, answered already, or timed out)")
         elif msg.kind == "client-message":
-            raise rtvi.RtviInputError("client-message: this server has no app messages")
+            self._app_message(msg)
         else:
             raise rtvi.RtviInputError(f"Unsupported type {msg.kind}")
+
+    def _app_message(self, msg: rtvi.ClientMessage) -> None:
+        """The app's own messages: `vocabulary` (names this user may say, heard as spelled)."""
+        app = rtvi.parse_app_message(msg.data)
+        if app.t != "vocabulary":
+            raise rtvi.RtviInputError(
+                f"client-message: unknown type {app.t!r} (this server knows 'vocabulary')")
+        cfg = self._config
+        words = rtvi.parse_vocabulary(app.d, cfg.max_vocabulary, cfg.max_vocabulary_chars)
+        used = self._session.behaviour.set_words(words)
+        self._session.log.info("app vocabulary: %d phrases (%s)", len(words),
+                               "in Whisper's prompt" if used else "not used by this ASR")
+        self._send(rtvi.server_response(msg.msg_id, app.t, {"words": len(words),
+                                                             "used": used}))
 
     def _client_ready(self, msg: rtvi.ClientMessage) -> None:
         version = rtvi.parse_version(msg.data)

@@ -20,6 +20,10 @@ class EmbedConfig:
     send_text_per_s: float = 0.5
     # Longest typed question, in characters.
     max_text_chars: int = 2000
+    # The app's `vocabulary` message (names this user may say, docs/embedding.md): at most
+    # this many phrases of at most `max_vocabulary_chars` characters each.
+    max_vocabulary: int = 200
+    max_vocabulary_chars: int = 80
     # How long a session id from POST /start waits for its offer.
     start_ttl_s: float = 60.0
 
@@ -31,5 +35,7 @@ class EmbedConfig:
                 raise ValueError(f"cors_origins: {origin!r} must not end with '/'")
         if self.max_message_bytes < 1024 or self.max_text_chars < 1:
             raise ValueError("max_message_bytes must be >= 1024, max_text_chars >= 1")
+        if self.max_vocabulary < 1 or self.max_vocabulary_chars < 1:
+            raise ValueError("max_vocabulary and max_vocabulary_chars must be >= 1")
         if self.send_text_burst < 1 or self.send_text_per_s <= 0 or self.start_ttl_s <= 0:
             raise ValueError("send_text_burst >= 1, send_text_per_s and start_ttl_s > 0")

@@ -201,6 +201,47 @@ def parse_function_call_result(data: Any) -> FunctionCallResult:
     return FunctionCallResult(call_id, data["result"])
 
 
+@dataclass(frozen=True)
+class AppMessage:
+    """A `client-message`: the app's own type `t` and data `d` (client-js's
+    `sendClientMessage(t, d)` and `sendClientRequest(t, d)`)."""
+
+    t: str
+    d: Any
+
+
+def parse_app_message(data: Any) -> AppMessage:
+    if not isinstance(data, dict) or not isinstance(data.get("t"), str) or not data["t"]:
+        raise RtviInputError('client-message needs data {"t": type, "d": data}')
+    return AppMessage(data["t"], data.get("d"))
+
+
+def parse_vocabulary(data: Any, max_phrases: int, max_chars: int) -> tuple[str, ...]:
+    """The `vocabulary` app message's `d`: `{"words": ["David Okafor", "Easy Saver", ...]}`,
+    names and terms this user may say, likeliest first; each phrase once."""
+    words = data.get("words") if isinstance(data, dict) else None
+    if not isinstance(words, list):
+        raise RtviInputError('vocabulary needs d {"words": [phrases]}')
+    if len(words) > max_phrases:
+        raise RtviInputError(f"vocabulary: {len(words)} phrases, at most {max_phrases}")
+    kept: dict[str, str] = {}
+    for word in words:
+        if not isinstance(word, str):
+            raise RtviInputError("vocabulary: every phrase must be a string")
+        phrase = " ".join(word.split())
+        if not phrase or len(phrase) > max_chars or not phrase.isprintable():
+            raise RtviInputError(
+                f"vocabulary: {word[:40]!r} is not a phrase of 1-{max_chars} printable "
+                "characters")
+        kept.setdefault(phrase.lower(), phrase)
+    return tuple(kept.values())
+
+
+def server_response(msg_id: str, t: str, d: Any) -> Message:
+    """The answer to app message `msg_id` (what `sendClientRequest` resolves with)."""
+    return message("server-response", {"t": t, "d": d}, msg_id)
+
+
 def function_call(call_id: str, name: str, arguments: Mapping[str, Any], major: int) -> Message:
     """Ask the client to run a tool (its handler registered with
     `registerFunctionCallHandler(name, ...)` answers with `llm-function-call-result`)."""

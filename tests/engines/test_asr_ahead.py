@@ -75,11 +75,11 @@ class _SlowRunner:
     def __init__(self, seconds: float) -> None:
         self.seconds, self.calls = seconds, 0
 
-    def decode(self, pcm: np.ndarray) -> Decoded:
+    def decode(self, pcm: np.ndarray, prompt: str | None = None) -> Decoded:
         self.calls += 1
         return Decoded("words.", "en", 0.0, 0.0, 0.9, self.seconds)
 
-    def accept(self, decoded: Decoded) -> str:
+    def accept(self, decoded: Decoded, prompt: str | None = None) -> str:
         return decoded.text
 
 

@@ -69,11 +69,12 @@ class _Runner:
     def __init__(self) -> None:
         self.heard: list[np.ndarray] = []
 
-    def decode(self, pcm: np.ndarray, language: str | None = None) -> Decoded:
+    def decode(self, pcm: np.ndarray, language: str | None = None,
+               prompt: str | None = None) -> Decoded:
         self.heard.append(pcm)
         return Decoded("How do airplanes stay in the air?", "en", 0.0, math.log(0.9), 0.9, 0.01)
 
-    def accept(self, decoded: Decoded) -> str:
+    def accept(self, decoded: Decoded, prompt: str | None = None) -> str:
         return decoded.text
 
 

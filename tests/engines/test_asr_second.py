@@ -31,12 +31,13 @@ class _Runner:
         self.text, self.confidence, self.calls = text, confidence, 0
         self.languages: list[str | None] = []
 
-    def decode(self, pcm: np.ndarray, language: str | None = None) -> Decoded:
+    def decode(self, pcm: np.ndarray, language: str | None = None,
+               prompt: str | None = None) -> Decoded:
         self.calls += 1
         self.languages.append(language)
         return Decoded(self.text, "en", 0.0, math.log(self.confidence), 0.9, 0.01)
 
-    def accept(self, decoded: Decoded) -> str:
+    def accept(self, decoded: Decoded, prompt: str | None = None) -> str:
         return decoded.text
 
 

@@ -15,7 +15,7 @@ from engines.llm.base import ChatMessage
 from engines.llm.prompt import PromptBuilder
 from engines.llm.resilience import Notice, ResilientLLM
 from engines.llm.tool_calls import ToolCallsLLM
-from engines.text.consent import consent
+from engines.text.consent import consent, is_closing
 from engines.tools import ToolCall, ToolsError, ToolSet, check_call, parse_call
 from engines.tools.calls import is_tool_response, tool_response
 from engines.tools.prompt import reminder as tools_reminder
@@ -149,6 +149,42 @@ def test_spoken_forms_of_numbers_count_as_said() -> None:
         verdict = check_call(tools, call, said)
         assert verdict.kind == "confirm", (call, said, verdict)
     assert check_call(tools, cases[3][0], said).call.arguments == {"card_last4": "5512"}
+
+
+@pytest.mark.parametrize(("request_text", "closing"), [
+    ("Brilliant, thanks for your help, that's everything.", True),
+    ("No, that's fine, thank you.", True),
+    ("That's all for today, bye!", True),
+    ("谢谢，就这些。", True),
+    ("Thanks, what's my balance?", False),
+    ("Thank you, can you freeze my card?", False),
+    ("Thanks, send 40 pounds to Anna.", False),
+    ("谢谢，帮我查一下余额", False),
+])
+def test_no_tool_answers_thanks_or_goodbye(request_text: str, closing: bool) -> None:
+    """A lookup has no arguments to check against the words: a closing is refused by kind
+    (the 1.5B on a GPU looked up the balance for "thanks, that's everything")."""
+    assert is_closing(request_text) == closing
+    verdict = check_call(bank(), ToolCall("account_balance", {}), request_text,
+                         request=request_text)
+    assert (verdict.kind == "refuse") == closing
+
+
+SAVED = ("David Okafor", "Jamie Clark", "Tom Baker", "Tom Parker")
+
+
+@pytest.mark.parametrize(("heard", "payee"), [
+    ("David Okafa", "David Okafor"),  # a near miss of one saved name: mended
+    ("jamie clarke", "Jamie Clark"),
+    ("Tom Barker", "Tom Barker"),  # as near two saved names: left as heard
+    ("Emma Wilson", "Emma Wilson"),  # no saved name like it
+])
+def test_a_near_miss_of_the_users_own_name_is_mended(heard: str, payee: str) -> None:
+    call = ToolCall("transfer_money", {"payee": heard, "amount": 250})
+    verdict = check_call(bank(), call, f"Send 250 pounds to {heard}.", SAVED)
+    assert verdict.kind == "confirm" and verdict.call.arguments["payee"] == payee
+    assert check_call(bank(), call, f"Send 250 pounds to {heard}.").call.arguments[
+        "payee"] == heard  # without the app's words: as heard
 
 
 def test_a_value_against_its_schema_is_asked_for() -> None:

@@ -108,8 +108,10 @@ class FakeASR(Generic[S]):
     def __init__(self, make_stream: Callable[[], S]) -> None:
         self._make_stream = make_stream
         self.streams: list[S] = []
+        self.prompts: list[str | None] = []
 
-    def open(self) -> S:
+    def open(self, prompt: str | None = None) -> S:
+        self.prompts.append(prompt)
         self.streams.append(self._make_stream())
         return self.streams[-1]
 

@@ -25,7 +25,16 @@ const client = new PipecatClient({
       const el = track.kind === "video" ? $("avatar") : $("voice");
       el.srcObject = new MediaStream([track]);
     },
-    onBotReady: () => ($("status").textContent = "ready"),
+    onBotReady: async () => {
+      // The names this customer may say, so the agent hears them as spelled: the reply says
+      // how many it took, and whether its speech recognition can use them.
+      try {
+        window.avatar.vocabulary = await client.sendClientRequest("vocabulary", { words: PAYEES });
+      } catch (e) {
+        log("error", `vocabulary refused: ${e?.data?.error ?? e}`);
+      }
+      $("status").textContent = "ready";
+    },
     onUserTranscript: (t) => t.final && log("user", t.text),
     onBotOutput: (o) => log("bot", o.text),
     onError: (m) => log("error", m.data?.error ?? String(m)),
@@ -41,6 +50,8 @@ const PAYMENTS = [
   { date: "2026-12-01", shop: "Boots", amount_pounds: 12.99 },
   { date: "2026-11-29", shop: "Amazon", amount_pounds: 31.5 },
 ];
+// The customer's saved payees (transfer_money sends only to these).
+const PAYEES = ["Priya Shah", "David Okafor", "Jamie Clark", "Emma Wilson"];
 let transfers = 0;
 const BANK = {
   recent_payments: ({ count = 3 }) => ({ payments: PAYMENTS.slice(0, count) }),
