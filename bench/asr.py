@@ -124,12 +124,14 @@ class Ears:
     """`ears(text, voice, noise="clean")`: `text` spoken in `voice` (and noise), as the
     server's Whisper `model` hears it with `persona`'s facts as its prompt (utterances
     joined), the endpointer and turn model as deployed; `second`: the second opinion's model
-    ("auto": the other bundled model, as the profile sets it where the budget allows; "none").
+    ("auto": the other bundled model, as the profile sets it where the budget allows; "none");
+    `words`: the app's names for this user (RTVI `vocabulary`), as a session's prompt.
     `unsure` then says whether the agent
     would ask back: the last utterance's final reused a pause decode whose confidence was
     under `[agent] unsure_below` (rtc_server/agent.py `_unsure`)."""
 
-    def __init__(self, model: str, persona: str = "bank", second: str = "auto") -> None:
+    def __init__(self, model: str, persona: str = "bank", second: str = "auto",
+                 words: tuple[str, ...] = ()) -> None:
         from engines.llm import LLMConfig, build_prompt
         from engines.text.vocabulary import prompt_from
         from rtc_server.config import AgentConfig
@@ -140,13 +142,16 @@ class Ears:
         self._asr = create_asr(AsrConfig(
             model=model, prompt=prompt_from(facts, (LLMConfig.agent_name,)),
             second_model=second_asr(model, "en") if second == "auto" else second))
+        # A session's prompt when its app sent `words` (rtc_server.engine_set.words_prompt)
+        self._session = prompt_from(facts, (LLMConfig.agent_name, *words)) if words else None
         self._turn = TurnConfig()
         self._turn_model = load_turn_model(self._turn)
         self.unsure = False
 
     def __call__(self, text: str, voice: str, noise: str = "clean") -> str:
         clip = sentence_clip(text, voice, noise)
-        heard = listen(clip.audio, self._asr, turn=self._turn, turn_model=self._turn_model)
+        heard = listen(clip.audio, self._asr, turn=self._turn, turn_model=self._turn_model,
+                       prompt=self._session)
         last = heard[-1].pauses[-1] if heard and heard[-1].pauses else None
         self.unsure = bool(last and last.text == heard[-1].text.strip() and (
             last.confidence is not None and last.confidence < self._unsure_below))
@@ -251,10 +256,16 @@ def section_turn(hear: Hear, vad: VadConfig, limit: int, voices: list[str],
 
 
 def _session(clips: list[Clip], hear: Callable[[Clip, SpeakerPauses | None],
-             list[HeardUtterance]], speaker: SpeakerPauses | None
-             ) -> list[tuple[Clip, list[HeardUtterance]]]:
-    """`clips` heard in order by one speaker record (None: not learnt)."""
+             list[HeardUtterance]], speaker: SpeakerPauses | None, turn: TurnConfig,
+             first_turns: bool = False) -> list[tuple[Clip, list[HeardUtterance]]]:
+    """`clips` heard in order by one speaker record (None: not learnt); `first_turns`: each
+    by a new record instead (every clip a session's first turn)."""
+    if first_turns:
+        return [(clip, hear(clip, speaker_pauses(turn))) for clip in clips]
     return [(clip, hear(clip, speaker)) for clip in clips]
+
+
+SESSION_MODES = ("one limit", "learnt", "first turns")
 
 
 def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtterance]],
@@ -263,16 +274,17 @@ def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtter
           "ms | over 900 ms | misheard (WER > 0): end of turn p50 / max ms | ended by the "
           "speaker's limit | mid-sentence pause 0.5-0.9 s: false cut-offs |")
     print("|---|---|---|---|---|---|---|---|")
-    cut_total = {"learnt": 0, "one limit": 0}
+    cut_total = dict.fromkeys(SESSION_MODES, 0)
     for voice in voices:
         for noise in noises:
             complete = [sentence_clip(q, voice, noise) for q in COMPLETE_QUESTIONS[:limit]]
             paused = [paused_clip(k, voice, noise)  # (cut at a word gap: piper, espeak-ng)
                       for k in range(min(limit, len(PAUSE_QUESTIONS)))
                       if _engine(voice)[0] != "kokoro"]
-            for mode in ("one limit", "learnt"):
+            for mode in SESSION_MODES:
                 speaker = speaker_pauses(turn) if mode == "learnt" else None
-                heard = _session(complete, hear, speaker)
+                first = mode == "first turns"
+                heard = _session(complete, hear, speaker, turn, first)
                 delays, misheard, by_speaker = [], [], 0
                 for clip, utterances in heard:
                     ended = [u for u in utterances if u.reason != "open"]
@@ -285,7 +297,7 @@ def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtter
                     if word_error_rate([clip.text], [text]) > 0:
                         misheard.append(delay)
                 cuts = 0
-                for clip, utterances in _session(paused, hear, speaker):
+                for clip, utterances in _session(paused, hear, speaker, turn, first):
                     if _cut_off(clip, utterances):
                         cuts += 1
                         print(f"#   cut off ({mode}): {voice}-{noise} {clip.text!r}: "
@@ -296,9 +308,8 @@ def section_session(hear: Callable[[Clip, SpeakerPauses | None], list[HeardUtter
                         f"({len(misheard)})" if misheard else "none")
                 print(f"| {voice} | {noise} | {mode} | {ms(delays)} | {over}/{len(delays)} | "
                       f"{slow} | {by_speaker} | {cuts}/{len(paused)} |")
-    print(f"\nFalse cut-offs overall: learnt {cut_total['learnt']}, one limit "
-          f"{cut_total['one limit']} (floor {turn.speaker_floor_ms} ms, ceiling "
-          f"{turn.max_silence_ms} ms).")
+    print("\nFalse cut-offs overall: " + ", ".join(f"{m} {n}" for m, n in cut_total.items())
+          + f" (floor {turn.speaker_floor_ms} ms, ceiling {turn.max_silence_ms} ms).")
 
 
 def section_realtime(asr: StreamingASR, vad: VadConfig, turn: TurnConfig,

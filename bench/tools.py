@@ -19,6 +19,14 @@ answer from it. The wrong outcomes follow the table.
         [--model qwen2.5-coder-1.5b|qwen2.5-coder-0.5b] [--limit N] [--text]
         [--engine transformers]  # the GPU profile's engine (CUDA if torch sees one)
         [--requests bench/tools_requests_heldout.toml --limit 20]  # a second set
+        [--app-words off]  # without the app's saved payees in Whisper's prompt
+
+The app's words (on by default): the embedding app knows its user's saved payees and sends
+them as the session's vocabulary (RTVI `client-message` `vocabulary`, docs/embedding.md), so
+Whisper hears them with the agent's name, those names and the facts' words as its prompt, as a
+session does (`rtc_server.engine_set.words_prompt`). The payees here are the requests' own
+(`payee` arguments) among `OTHER_PAYEES`, in alphabetical order; a call's near miss of one
+is mended to it, as `rtc_server/acting.py` does (engines/tools/calls.py).
 """
 
 from __future__ import annotations
@@ -69,6 +77,11 @@ APP_RESULTS = {
         {"date": "2026-12-03", "payee": "Transport for London", "amount": 6.8},
         {"date": "2026-12-01", "payee": "Netflix", "amount": 10.99}]},
 }
+
+
+# Saved payees besides the requests' own: a user's list holds more names than one request.
+OTHER_PAYEES = ("Chloe Evans", "Daniel Hughes", "Ewan Campbell", "Grace Okoye", "Liam Murphy",
+                "Mohammed Ali", "Olivia Brown", "Zara Khan")
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,12 @@ def load_requests(limit: int, path: Path = REQUESTS) -> list[Request]:
             for kind in KINDS for r in [r for r in raw if r["kind"] == kind][:limit]]
 
 
+def app_words(requests: list[Request]) -> tuple[str, ...]:
+    """The saved payees the app would send as the session's vocabulary."""
+    named = {str(r.args["payee"]) for r in requests if "payee" in r.args}
+    return tuple(sorted(named | set(OTHER_PAYEES)))
+
+
 def _same(want: Any, got: Any) -> bool:
     try:
         return float(want) == float(got)
@@ -146,8 +165,10 @@ def _digits(text: str) -> str:
     return re.sub(r"(\d),(\d{3})", r"\1\2", alpha2digit(text, "en"))
 
 
-async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Outcome:
-    """One fresh conversation: the answer's start, and what becomes of a call in it."""
+async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str,
+              saved: tuple[str, ...] = ()) -> Outcome:
+    """One fresh conversation: the answer's start, and what becomes of a call in it
+    (`saved`: the app's vocabulary, its near misses mended)."""
     if not heard:
         return Outcome(request, heard, "(nothing heard)", None, None, None)
     call: str | None = None
@@ -171,7 +192,7 @@ async def ask(llm: ChatLLM, tools: ToolSet, request: Request, heard: str) -> Out
         return Outcome(request, heard, words.strip(), None, to_name, to_text)
     parsed = parse_call(call)  # unreadable: the agent answers in words instead
     # acting._said: the user's words of this request and the one before (none: fresh).
-    verdict = check_call(tools, parsed, heard) if parsed is not None else None
+    verdict = check_call(tools, parsed, heard, saved, heard) if parsed is not None else None
     out = Outcome(request, heard, " ".join(call.split()), verdict, to_name, to_text)
     if verdict is not None and verdict.kind in ("run", "confirm"):  # (a confirm: on the yes)
         result = json.dumps(APP_RESULTS.get(verdict.call.name, {"status": "done"}))
@@ -236,7 +257,8 @@ async def run(args: argparse.Namespace) -> None:
     logger.info("loading the LLM (%s) and %s", args.model, "nothing else" if args.text
                 else f"Whisper {args.asr}, Smart Turn")
     llm = create_llm(config)
-    hear = None if args.text else Ears(args.asr)
+    words = app_words(requests) if args.app_words == "on" else ()
+    hear = None if args.text else Ears(args.asr, second=args.second, words=words)
     voices = ["text"] if args.text else args.voices.split(",")
     results: dict[str, list[Outcome]] = {}
     replies: dict[str, dict[str, str]] = {}  # voice: the heard "Yes, go ahead." and "No, don't."
@@ -247,7 +269,7 @@ async def run(args: argparse.Namespace) -> None:
             outs = results[voice] = []
             for i, request in enumerate(requests):
                 heard = hear(request.text, voice) if hear else request.text
-                out = await ask(llm, tools, request, heard)
+                out = await ask(llm, tools, request, heard, words)
                 if out.verdict is not None and out.verdict.kind == "confirm":
                     out.yes = consent(said[YES])
                     out.no_made = request.kind == "confirm" and consent(said[NO]) == "yes"
@@ -268,6 +290,8 @@ def report(results: dict[str, list[Outcome]], replies: dict[str, dict[str, str]]
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
           f"{args.model} on {ENGINES[args.engine]} (greedy, seed 0, figure check on), "
           f"{'the written requests' if args.text else f'Whisper {args.asr}'}"
+          f"{'' if args.text else f' (second opinion {args.second}), the app words '}"
+          f"{'' if args.text else args.app_words}"
           f"; 1-min load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"Command: `.venv/bin/python {' '.join(['bench/tools.py', *sys.argv[1:]])}`\n")
     print("| voice | right tool + args | run at once | read back right, run on the yes | "
@@ -302,9 +326,14 @@ def main() -> None:
                         help="[llm] engine (transformers: the GPU profile's, CUDA if torch "
                         "sees one)")
     parser.add_argument("--asr", default="base", help="Whisper: base | tiny.en | a directory")
+    parser.add_argument("--second", default="auto",
+                        help="[asr] second_model: auto (the other bundled Whisper, as the CPU "
+                        "profile may set it) | none (config/gpu.toml) | base | tiny.en")
     parser.add_argument("--limit", type=int, default=10, help="first N requests of each kind")
     parser.add_argument("--requests", type=Path, default=REQUESTS,
                         help="the requests (tools_requests_heldout.toml: a second set)")
+    parser.add_argument("--app-words", choices=("on", "off"), default="on",
+                        help="the app's saved payees as the session's vocabulary")
     parser.add_argument("--text", action="store_true",
                         help="the written requests, no TTS or ASR (the model alone)")
     args = parser.parse_args()
