@@ -4,10 +4,6 @@ A reply is a yes when it holds a yes word and every other word is one that a yes
 with ("yes please, go ahead"), a no when it holds a no word ("no", "cancel", "don't"), and
 anything else (a new question, "yes but to my other card") is neither: the agent does not act
 on it. English and Chinese (a Chinese character is a word here).
-
-`is_closing`: thanks or goodbye that asks for nothing ("Brilliant, thanks for your help,
-that's everything."), which no tool call may answer (the 1.5B on a GPU looked up the balance
-for it: bench/RESULTS.md, tools).
 """
 
 from __future__ import annotations
@@ -58,35 +54,3 @@ def consent(text: str) -> Consent:
     ):
         return "yes"
     return "unclear"
-
-
-# A closing holds one of these ...
-CLOSERS = frozenset({"thanks", "thank", "cheers", "bye", "goodbye", "ta"})
-CLOSER_PHRASES = ("that's all", "thats all", "that's everything", "that's it", "nothing else",
-                  "all done", "谢谢", "感谢", "再见", "拜拜", "就这些", "没有了")
-# ... and only words said with one: praise, "for your help", "that's all", "have a good day".
-WITH_CLOSING = frozenset({
-    "brilliant", "great", "lovely", "perfect", "wonderful", "awesome", "cool", "nice", "super",
-    "fantastic", "excellent", "good", "ok", "okay", "alright", "right", "fine", "no", "yes",
-    "oh", "well", "so", "very", "much", "many", "a", "lot", "for", "your", "you", "the", "help",
-    "all", "that's", "thats", "that", "is", "it", "everything", "and", "i'm", "im", "i", "am",
-    "done", "nothing", "else", "have", "day", "see", "later", "now", "then", "today", "again",
-    "really", "appreciate", "appreciated", "mm", "uh", "um", "just", "wanted", "to", "say",
-    "好", "的", "了", "啊", "吧", "你", "您", "非常", "帮", "助", "忙",
-})
-
-
-def is_closing(text: str) -> bool:
-    """Thanks or goodbye, asking for nothing (see the module docstring)."""
-    lowered = text.lower()
-    if any(ch.isdigit() for ch in text):
-        return False
-    words = _words(lowered)
-    closes = any(w in CLOSERS for w in words) or any(p in lowered for p in CLOSER_PHRASES)
-    for phrase in CLOSER_PHRASES:
-        lowered = lowered.replace(phrase, " ")
-    return closes and all(w in CLOSERS or w in WITH_CLOSING for w in _words(lowered))
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+(?:'[^\W\u3400-\u9fff]+)*", text)

@@ -6,8 +6,9 @@ copied, or the call inside the declarations' `<tools>` tags. `parse_call` reads 
 
 `check_call` decides what becomes of a call, whatever the model meant:
 - `refuse`: the name is not declared (a prompt injection or a user asking for an action this
-  deployment does not have), or the user's request only thanked or said goodbye
-  (`engines.text.consent.is_closing`): nothing runs;
+  deployment does not have), or the user's request only thanked or said goodbye, or asked
+  how something is done (`engines/text/requests.py`): nothing runs, the model answers in
+  words;
 - `ask`: a required argument is missing, fails its schema, or holds a value the user never
   said ("How do I freeze my card?" answered with a call on card 1234): the agent asks for it
   instead of acting on an invented value; an optional argument the user never said is dropped;
@@ -112,13 +113,15 @@ def check_call(tools: ToolSet, call: ToolCall, said: str,
     module docstring)."""
     from jsonschema import Draft202012Validator
 
-    from engines.text.consent import is_closing
+    from engines.text.requests import is_closing, is_how_to
 
     spec = tools.get(call.name)
     if spec is None:
         return Verdict("refuse", call, reason=f"{call.name!r} is not a declared tool")
     if request and is_closing(request):
         return Verdict("refuse", call, reason="the user only said thanks or goodbye")
+    if request and is_how_to(request):
+        return Verdict("refuse", call, reason="the user asked how something is done")
     schema = spec.parameters
     properties: Mapping[str, Any] = schema.get("properties", {})
     required = set(schema.get("required", []))
@@ -133,7 +136,8 @@ def check_call(tools: ToolSet, call: ToolCall, said: str,
         ok = not list(Draft202012Validator(prop).iter_errors(value)) and _said(
             value, prop, said, numbers)
         if ok:
-            kept[key] = _snapped(value, words) if isinstance(value, str) else value
+            kept[key] = _snapped(_afternoon(value, said), words) if isinstance(
+                value, str) else value
         elif key in required:
             needed.append(key)
     needed += [r for r in sorted(required) if r not in call.arguments]
@@ -159,6 +163,22 @@ def _snapped(value: str, words: tuple[str, ...]) -> str:
     if len(best) > 1 and best[0][1] - best[1][1] < _SNAP_LEAD:
         return value  # as near two of them: not for us to choose
     return str(best[0][0])
+
+
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
+_PM = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*p\.?\s?m\b", re.I)
+
+
+def _afternoon(value: Any, said: str) -> Any:
+    """A clock time the model wrote on the 12-hour dial for one the user said "pm" ("2 pm"
+    written "2:00"): on the 24-hour one ("14:00")."""
+    if not isinstance(value, str) or not (clock := _CLOCK.match(value)):
+        return value
+    hour, minute = int(clock.group(1)), clock.group(2)
+    for pm in _PM.finditer(said):
+        if int(pm.group(1)) == hour < 12 and (pm.group(2) or "00") == minute:
+            return f"{hour + 12}:{minute}"
+    return value
 
 
 def _repaired(value: Any, prop: Mapping[str, Any]) -> Any:
@@ -212,6 +232,11 @@ def _numbers(said: str) -> set[str]:
         found.add(f"{int(whole) + int(part) / 100:g}")
     for hundreds, rest in re.findall(r"(\d+00) and (\d{1,2})\b", digits):
         found.add(str(int(hundreds) + int(rest)))
+    for hour, minute in re.findall(r"\b(\d{1,2})[:.](\d{2})\b", digits):  # "2.30": 2 and 30
+        found.update((hour.lstrip("0") or "0", minute.lstrip("0") or "0"))
+    for pm in _PM.finditer(digits):  # "2 pm" is 14 on the 24-hour dial too
+        if int(pm.group(1)) < 12:
+            found.add(str(int(pm.group(1)) + 12))
     for text in (said, digits):
         for match in re.findall(r"\d[\d,]*(?:\.\d+)?", text):
             number = match.replace(",", "")

@@ -18,6 +18,8 @@ overdrawn?", "What did I last buy?") with "I don't have that information". Tools
 10 -> 14 of 17; spoken, 45 -> 50 of 60; the price, how-to questions answered with a
 read-only lookup or asked back (a made-up value is dropped by the check): 0 -> 2 asks of the
 benchmark's 10, 0 -> 3 lookups and 2 asks of the second set's 20. Nothing runs without a yes.
+Since then a how-to question, or thanks, gets no call whatever the model writes
+(engines/text/requests.py, checked in engines/tools/calls.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from engines.llm.base import ChatMessage
 from engines.llm.prompt import PromptBuilder
 from engines.llm.resilience import Notice, ResilientLLM
 from engines.llm.tool_calls import ToolCallsLLM
-from engines.text.consent import consent, is_closing
+from engines.text.consent import consent
+from engines.text.requests import is_closing, is_how_to
 from engines.tools import ToolCall, ToolsError, ToolSet, check_call, parse_call
 from engines.tools.calls import is_tool_response, tool_response
 from engines.tools.prompt import reminder as tools_reminder
@@ -168,6 +169,40 @@ def test_no_tool_answers_thanks_or_goodbye(request_text: str, closing: bool) -> 
     verdict = check_call(bank(), ToolCall("account_balance", {}), request_text,
                          request=request_text)
     assert (verdict.kind == "refuse") == closing
+
+
+@pytest.mark.parametrize(("said", "written", "kept"), [
+    ("on Wednesday at 2 pm", "2:00", "14:00"),  # the 12-hour dial for "pm": the 24-hour one
+    ("on Wednesday at 2.30 p.m.", "2:30", "14:30"),
+    ("on Wednesday at 2 pm", "14:00", "14:00"),
+    ("on Wednesday at 11 am", "11:00", "11:00"),
+])
+def test_an_afternoon_time_is_kept_on_the_24_hour_dial(said: str, written: str,
+                                                        kept: str) -> None:
+    verdict = check_call(bank(), ToolCall("book_appointment", {
+        "branch": "Station Street", "day": "Wednesday", "time": written}),
+        f"Book me in at the Station Street branch {said}.")
+    assert verdict.kind == "confirm" and verdict.call.arguments["time"] == kept
+
+
+@pytest.mark.parametrize(("request_text", "how_to"), [
+    ("How do I freeze my card?", True),
+    ("How long does a transfer to another UK bank take?", True),
+    ("How would I go about booking an appointment with an adviser?", True),
+    ("Where can I see my statements?", True),
+    ("I lost my card, how do I freeze it?", True),
+    ("如何冻结我的卡？", True),
+    ("How much money do I have?", False),
+    ("How many payments did I make this week?", False),
+    ("Can you send 40 pounds to Tom Baker?", False),
+    ("Freeze my card ending 4821.", False),
+    ("帮我冻结尾号4821的卡", False),
+])
+def test_no_tool_answers_a_how_to_question(request_text: str, how_to: bool) -> None:
+    assert is_how_to(request_text) == how_to
+    call = ToolCall("freeze_card", {"card_last4": "4821"})
+    verdict = check_call(bank(), call, request_text + " 4821", request=request_text)
+    assert (verdict.kind == "refuse") == how_to
 
 
 SAVED = ("David Okafor", "Jamie Clark", "Tom Baker", "Tom Parker")
