@@ -250,17 +250,13 @@ def words_prompt(config: Config, facts: str) -> Callable[[tuple[str, ...]], str 
 
 def biased(config: Config, facts: str) -> Config:
     """`config` with Whisper's prompt made of the deployment's words (`[asr] bias`), where no
-    prompt is set and the conversation is in English (Chinese keeps its script prompt)."""
-    from engines.text.vocabulary import prompt_from
-
-    asr = config.asr
-    if not asr.bias or asr.prompt is not None or asr.language != "en":
-        return config
-    prompt = prompt_from(facts, (config.llm.agent_name,)) if facts else ""
+    prompt is set and the conversation is in English (Chinese keeps its script prompt): a
+    session's prompt (`words_prompt`) before its app sent any words."""
+    prompt = words_prompt(config, facts)(()) if facts else None
     if not prompt:
         return config
     logger.info("ASR prompt from the facts file: %d words", len(prompt.split()))
-    return dataclasses.replace(config, asr=dataclasses.replace(asr, prompt=prompt))
+    return dataclasses.replace(config, asr=dataclasses.replace(config.asr, prompt=prompt))
 
 
 def face_batcher(

@@ -35,13 +35,17 @@ NO = frozenset({
 })
 
 
+def words(text: str) -> list[str]:
+    """`text`'s words: letters with apostrophes inside ("don't"); a Chinese character is one."""
+    return re.findall(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+(?:'[^\W\u3400-\u9fff]+)*", text)
+
+
 def consent(text: str) -> Consent:
-    words = re.findall(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+(?:'[^\W\u3400-\u9fff]+)*",
-                       text.lower())
-    if any(w in NO for w in words) or "算了" in text or "取消" in text or "不要" in text:
+    said = words(text.lower())
+    if any(w in NO for w in said) or "算了" in text or "取消" in text or "不要" in text:
         return "no"
-    lowered = " ".join(words)
-    said_yes = any(w in YES for w in words) or any(
+    lowered = " ".join(said)
+    said_yes = any(w in YES for w in said) or any(
         p in lowered for p in (*YES_PHRASES, *ZH_YES))
     for phrase in (*YES_PHRASES, *ZH_YES):
         lowered = lowered.replace(phrase, " ")
@@ -49,8 +53,8 @@ def consent(text: str) -> Consent:
         return "yes"
     # "Yes, go fed." (misheard "go ahead"): a short reply that begins with a yes and names
     # nothing else (no figure, no other thing, no change) is a yes.
-    if words and words[0] in YES and len(words) <= SHORT_YES and not (
-        set(words) & NOT_PLAIN or any(ch.isdigit() for ch in text)
+    if said and said[0] in YES and len(said) <= SHORT_YES and not (
+        set(said) & NOT_PLAIN or any(ch.isdigit() for ch in text)
     ):
         return "yes"
     return "unclear"

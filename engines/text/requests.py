@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from engines.text.consent import words
+
 # A closing holds one of these ...
 CLOSERS = frozenset({"thanks", "thank", "cheers", "bye", "goodbye", "ta"})
 CLOSER_PHRASES = ("that's all", "thats all", "that's everything", "that's it", "nothing else",
@@ -36,15 +38,11 @@ def is_closing(text: str) -> bool:
     lowered = text.lower()
     if any(ch.isdigit() for ch in text):
         return False
-    words = _words(lowered)
-    closes = any(w in CLOSERS for w in words) or any(p in lowered for p in CLOSER_PHRASES)
+    said = words(lowered)
+    closes = any(w in CLOSERS for w in said) or any(p in lowered for p in CLOSER_PHRASES)
     for phrase in CLOSER_PHRASES:
         lowered = lowered.replace(phrase, " ")
-    return closes and all(w in CLOSERS or w in WITH_CLOSING for w in _words(lowered))
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[\u3400-\u9fff]|[^\W\u3400-\u9fff]+(?:'[^\W\u3400-\u9fff]+)*", text)
+    return closes and all(w in CLOSERS or w in WITH_CLOSING for w in words(lowered))
 
 
 # At a sentence's start: "how do I", "how long does", "what's the best way to", "where can I".
