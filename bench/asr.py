@@ -367,10 +367,14 @@ def main() -> None:
     parser.add_argument("--voices", default=",".join(VOICES),
                         help="piper, espeak, kokoro:NAME (comma-separated)")
     parser.add_argument("--snrs", default="15", help="noisy conditions: SNR dB, comma-separated")
+    parser.add_argument("--runtime", default="ctranslate2",
+                        help="[asr] runtime: ctranslate2 | torch (config/gpu.toml's)")
+    parser.add_argument("--device", default="cpu", help="[asr] device: cpu | cuda | auto")
     args = parser.parse_args()
 
     asr = create_asr(AsrConfig(model=args.model, prompt=args.prompt, second_model=args.second,
-                               noise_suppression=args.noise_suppression))
+                               noise_suppression=args.noise_suppression, runtime=args.runtime,
+                               device=args.device))
     turn = TurnConfig(model=args.turn, text_check=args.text_check == "on",
                       check_ahead=args.check_ahead == "on", patience_ms=args.patience_ms,
                       recheck_ms=args.recheck_ms, sentence_end_span=args.sentence_end_span,
@@ -389,7 +393,9 @@ def main() -> None:
 
     sections = args.sections.split(",")
     print(f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores; "
-          f"Whisper {args.model} int8 (2 threads, beam 1; second opinion {args.second}; noise "
+          f"Whisper {args.model} "
+          f"{'int8 (2 threads' if args.runtime == 'ctranslate2' else f'torch ({args.device}'}"
+          f", beam 1; second opinion {args.second}; noise "
           f"suppression {args.noise_suppression}), "
           f"turn {args.turn} "
           f"({args.turn_runtime} on {args.turn_device}; text check "
