@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from engines.asr.text import word_error_rate
 from rtc_server.app import prebuilt_client_dir
 from rtc_server.config import Config
 from rtc_server.engine_set import Engines
@@ -111,7 +112,11 @@ async def test_the_js_sdk_asks_by_voice_and_by_text(tmp_path: Path, agent_engine
         await wait_for(page, "msgs.some(m => m.type === 'user-transcription' && m.data.final)",
                        120)
         final = [m for m in await rtvi_messages(page, "user-transcription") if m["data"]["final"]]
-        assert "capital of france" in final[0]["data"]["text"].lower()
+        # The words arrived through the browser's microphone (one word misheard at most:
+        # Chromium's looped fake capture starts the clip where it will, and Whisper once heard
+        # "capital of friends").
+        heard = final[0]["data"]["text"]
+        assert word_error_rate(["What is the capital of France?"], [heard]) <= 1 / 6, heard
         # generous bounds: on a loaded 2-core machine an answer can take minutes
         await wait_for(page, "msgs.some(m => m.type === 'bot-stopped-speaking')", 300)
         stats = await page.evaluate(INBOUND_STATS_JS)
