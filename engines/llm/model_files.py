@@ -32,6 +32,8 @@ from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
 _GGUF_MAGIC = b"GGUF"
+_CONTROL, _USER_DEFINED = 3, 4  # GGUF token types (gguf.TokenType)
+CONVERSION = 2  # convert_gguf's output format: 2 = every added token kept (keep_added_tokens)
 
 
 @dataclass(frozen=True)
@@ -151,9 +153,54 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
             del model.config.quantization_config
         model.to(torch.float16)
         model.save_pretrained(tmp)
+        keep_added_tokens(tokenizer, gguf)
         tokenizer.save_pretrained(tmp)
     os.replace(tmp, out_dir)
     return out_dir
+
+
+def gguf_added_tokens(gguf: Path) -> list[tuple[int, str, bool]]:
+    """(id, text, special) of the GGUF vocabulary's control and user-defined tokens (token
+    types 3 and 4: Qwen2.5's `<|im_end|>`, `<tool_call>`, the fill-in-the-middle markers)."""
+    from gguf import GGUFReader
+
+    try:
+        fields = GGUFReader(gguf).fields
+        kinds, texts = fields["tokenizer.ggml.token_type"], fields["tokenizer.ggml.tokens"]
+    except (KeyError, ValueError, OSError) as exc:
+        raise ModelLoadError(f"cannot read the vocabulary of GGUF {gguf}: {exc}") from exc
+    found = []
+    for token_id, at in enumerate(kinds.data):
+        kind = int(kinds.parts[at][0])
+        if kind in (_CONTROL, _USER_DEFINED):
+            text = bytes(texts.parts[texts.data[token_id]]).decode("utf-8")
+            found.append((token_id, text, kind == _CONTROL))
+    return found
+
+
+def keep_added_tokens(tokenizer: Any, gguf: Path) -> None:
+    """Make every control and user-defined token of the GGUF an added token of `tokenizer`.
+
+    Why: transformers 5.17 (the GPU image's) builds a GGUF's tokenizer with only
+    `<|endoftext|>`, `<|im_start|>` and `<|im_end|>` added, so `<tool_call>` in the tools'
+    prompt became four pieces of text ("<", "tool", "_call", ">") instead of the one token the
+    model was trained on, and the GPU profile called tools on requests that asked for none
+    (bench/RESULTS.md, gpu); 5.25 adds all 22. Each keeps its GGUF id (checked)."""
+    from tokenizers import AddedToken
+
+    wanted = gguf_added_tokens(gguf)
+    have = tokenizer.get_added_vocab()
+    for special in (True, False):
+        missing = [AddedToken(text, special=special, normalized=False)
+                   for _, text, is_special in wanted if is_special == special and text not in have]
+        if missing:
+            tokenizer.add_tokens(missing, special_tokens=special)
+    wrong = [text for token_id, text, _ in wanted
+             if tokenizer.convert_tokens_to_ids(text) != token_id
+             or tokenizer.encode(text, add_special_tokens=False) != [token_id]]
+    if wrong:
+        raise ModelLoadError(f"GGUF {gguf.name}: the tokenizer does not keep {wrong[:3]} "
+                             "as single tokens with their GGUF ids")
 
 
 def resolve_hf_dir(model: str | None) -> Path:
@@ -166,5 +213,7 @@ def resolve_hf_dir(model: str | None) -> Path:
                 raise ModelLoadError(f"{path} is not a Hugging Face model directory")
             return path
     gguf = resolve_gguf(model)
-    key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}".encode()).hexdigest()[:12]
+    # CONVERSION in the key: a directory converted before the added tokens were kept is redone.
+    key = hashlib.sha256(
+        f"{gguf.resolve()}:{gguf.stat().st_size}:{CONVERSION}".encode()).hexdigest()[:12]
     return convert_gguf(gguf, cache_dir("llm") / f"{gguf.stem}-{key}")

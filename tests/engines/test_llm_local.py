@@ -167,3 +167,26 @@ async def test_hidden_states_are_the_models_own_and_other_weights_get_no_probe(
     llm.prepare_hidden_states(HEAD + "What time is it").result(timeout=60)
     assert llm._hidden_graphs is None  # the CPU: the plain forward, no padding
     assert load_text_end(llm) is None
+
+
+def test_a_gguf_tokenizer_keeps_every_added_token_of_the_gguf(llm: TransformersLLM) -> None:
+    """`<tool_call>` must reach the model as the one token it was trained on. transformers
+    5.17 built a GGUF's tokenizer with only three added tokens (`<tool_call>` became four
+    pieces of text); keep_added_tokens restores the rest, each with its GGUF id."""
+    import json
+
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from engines.llm.model_files import keep_added_tokens, resolve_gguf
+
+    tools = "<tool_call>\n{}\n</tool_call>"
+    assert llm.tokenizer.encode(tools, add_special_tokens=False) == [151657, 198, 16094, 151658]
+    # The tokenizer as transformers 5.17 wrote it: the same vocabulary, three added tokens.
+    spec = json.loads(llm.tokenizer.backend_tokenizer.to_str())
+    spec["added_tokens"] = spec["added_tokens"][:3]
+    crippled = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+    assert crippled.encode(tools, add_special_tokens=False)[0] != 151657
+    keep_added_tokens(crippled, resolve_gguf("qwen2.5-coder-0.5b"))
+    assert crippled.encode(tools, add_special_tokens=False) == [151657, 198, 16094, 151658]
+    assert len(crippled.get_added_vocab()) == len(llm.tokenizer.get_added_vocab()) == 22
