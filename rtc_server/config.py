@@ -219,6 +219,10 @@ class ProfileConfig:
     # From the endpoint to the answer's first audio: the pause decode, the prefill of the
     # question's last words, the first chunk's tokens and its synthesis.
     first_audio_ms: int = 800
+    # The same for a turn the ASR was unsure of, with the second opinion's decode in it
+    # ([asr] second_model = "auto"); None: 1.5 x first_audio_ms. Such a turn is otherwise
+    # asked back ("did you mean ...?"), which costs the user the whole question again.
+    unsure_first_audio_ms: int | None = None
     # The LLM's decode while the voice speaks (beside the TTS and the video) must be this
     # many times the voice's speaking rate, or the answer would run dry mid-sentence.
     margin: float = 1.5
@@ -228,6 +232,9 @@ class ProfileConfig:
             raise ValueError("pause_decode_ms must be within 50..5000")
         if not 100 <= self.first_audio_ms <= 10_000:
             raise ValueError("first_audio_ms must be within 100..10000")
+        if self.unsure_first_audio_ms is not None and not (
+                self.first_audio_ms <= self.unsure_first_audio_ms <= 10_000):
+            raise ValueError("unsure_first_audio_ms must be within first_audio_ms..10000")
         if not 1.0 <= self.margin <= 10.0:
             raise ValueError("margin must be within 1..10")
 

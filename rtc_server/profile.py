@@ -17,7 +17,8 @@ GPU). Also:
 - thread counts from the usable cores (affinity and cgroup quota);
 - for English, the other Whisper as the second opinion on unsure finals (`[asr]
   second_model = "auto"`; engines/asr/streaming.py) where an unsure turn's first audio, both
-  decodes in it, keeps `first_audio_ms`;
+  decodes in it, keeps `unsure_first_audio_ms` (1.5 x `first_audio_ms`: without it such a
+  turn is asked back, and the user says the whole question again);
 - with `[tts] engine = "auto"` (the default), the voice: Kokoro-82M (`af_heart` for English)
   where it costs none of the choices above and keeps every budget with them (its synthesis
   at least `margin` times real time beside the LLM and the video, the first audio within
@@ -342,15 +343,18 @@ class _Chooser:
         return model, asr
 
     def second(self, model: str | None, asr: str | None, other: str) -> str:
-        """`other` as the second opinion where the first audio keeps its budget with its
-        decode after the first model's (on an unsure turn both run before the answer); else
-        "none". Said in the reasons."""
+        """`other` as the second opinion where an unsure turn's first audio, with its decode
+        after the first model's (both run before the answer), keeps `unsure_first_audio_ms`;
+        else "none". Said in the reasons."""
         if other == "none" or asr is None:
             return "none"
         measured = any(r.model == other for r in self._cal.asr)  # (not with an explicit model)
         first_audio = self._first_audio_s(model, asr) + (self._asr_took(other) if measured
                                                          else 0.0)
-        if first_audio > self._config.first_audio_ms / 1000:
+        config = self._config
+        budget_ms = (config.unsure_first_audio_ms if config.unsure_first_audio_ms is not None
+                     else round(config.first_audio_ms * 1.5))
+        if first_audio > budget_ms / 1000:
             self.reasons.append(f"no second opinion: {other}'s decode would take the first "
                                 f"audio of an unsure turn to ~{first_audio * 1000:.0f} ms")
             return "none"

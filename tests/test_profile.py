@@ -81,16 +81,25 @@ def test_when_nothing_fits_the_fastest_is_used_and_the_log_says_so(
     assert any("short of the latency budget" in r.message for r in caplog.records)
 
 
-def test_a_second_opinion_only_where_an_unsure_turn_keeps_the_first_audio_budget() -> None:
+def test_a_second_opinion_only_where_an_unsure_turn_keeps_its_first_audio_budget() -> None:
     """Both decodes run before an unsure turn's answer: the fast machine takes base behind
-    tiny.en; where base's decode would push that first audio past its budget, none."""
+    tiny.en; where base's decode would push that first audio past 1.5 x the budget (the
+    unsure turn's own: it would otherwise be asked back), none."""
     chooser, llm, asr = choose(calibration(base_s=0.2, tiny_s=0.08))
     assert asr == "tiny.en" and chooser.second(llm, asr, "base") == "base"
     assert "second opinion base" in chooser.reasons[-1]
-    slow, llm, asr = choose(calibration(base_s=0.45, tiny_s=0.1))
+    # base's decode 0.45 s after a first audio of ~0.6 s: within 1.2 s, not within 0.8.
+    later, llm, asr = choose(calibration(base_s=0.45, tiny_s=0.1))
+    assert asr == "tiny.en" and later.second(llm, asr, "base") == "base"
+    strict = Config(profile=ProfileConfig(unsure_first_audio_ms=800))
+    same, llm, asr = choose(calibration(base_s=0.45, tiny_s=0.1), strict)
+    assert same.second(llm, asr, "base") == "none"
+    slow, llm, asr = choose(calibration(base_s=0.9, tiny_s=0.1))
     assert asr == "tiny.en" and slow.second(llm, asr, "base") == "none"
     assert "no second opinion" in slow.reasons[-1]
     assert slow.second(llm, asr, "none") == "none"
+    with pytest.raises(ValueError, match="unsure_first_audio_ms"):
+        ProfileConfig(first_audio_ms=800, unsure_first_audio_ms=500)
 
 
 def test_the_decode_needed_follows_the_voice_and_the_cores_left() -> None:
