@@ -238,6 +238,13 @@ class ProfileConfig:
         if not 1.0 <= self.margin <= 10.0:
             raise ValueError("margin must be within 1..10")
 
+    @property
+    def unsure_budget_ms(self) -> int:
+        """`unsure_first_audio_ms`, or its default: 1.5 x `first_audio_ms`."""
+        if self.unsure_first_audio_ms is not None:
+            return self.unsure_first_audio_ms
+        return round(self.first_audio_ms * 1.5)
+
 
 @dataclass(frozen=True)
 class Config:

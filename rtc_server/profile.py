@@ -351,10 +351,7 @@ class _Chooser:
         measured = any(r.model == other for r in self._cal.asr)  # (not with an explicit model)
         first_audio = self._first_audio_s(model, asr) + (self._asr_took(other) if measured
                                                          else 0.0)
-        config = self._config
-        budget_ms = (config.unsure_first_audio_ms if config.unsure_first_audio_ms is not None
-                     else round(config.first_audio_ms * 1.5))
-        if first_audio > budget_ms / 1000:
+        if first_audio > self._config.unsure_budget_ms / 1000:
             self.reasons.append(f"no second opinion: {other}'s decode would take the first "
                                 f"audio of an unsure turn to ~{first_audio * 1000:.0f} ms")
             return "none"

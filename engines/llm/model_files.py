@@ -32,7 +32,6 @@ from engines.progress import load_step
 
 logger = logging.getLogger(__name__)
 _GGUF_MAGIC = b"GGUF"
-_CONTROL, _USER_DEFINED = 3, 4  # GGUF token types (gguf.TokenType)
 CONVERSION = 2  # convert_gguf's output format: 2 = every added token kept (keep_added_tokens)
 
 
@@ -160,9 +159,9 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
 
 
 def gguf_added_tokens(gguf: Path) -> list[tuple[int, str, bool]]:
-    """(id, text, special) of the GGUF vocabulary's control and user-defined tokens (token
-    types 3 and 4: Qwen2.5's `<|im_end|>`, `<tool_call>`, the fill-in-the-middle markers)."""
-    from gguf import GGUFReader
+    """(id, text, special) of the GGUF vocabulary's control and user-defined tokens
+    (Qwen2.5's `<|im_end|>`, `<tool_call>`, the fill-in-the-middle markers)."""
+    from gguf import GGUFReader, TokenType
 
     try:
         fields = GGUFReader(gguf).fields
@@ -172,9 +171,9 @@ def gguf_added_tokens(gguf: Path) -> list[tuple[int, str, bool]]:
     found = []
     for token_id, at in enumerate(kinds.data):
         kind = int(kinds.parts[at][0])
-        if kind in (_CONTROL, _USER_DEFINED):
+        if kind in (TokenType.CONTROL, TokenType.USER_DEFINED):
             text = bytes(texts.parts[texts.data[token_id]]).decode("utf-8")
-            found.append((token_id, text, kind == _CONTROL))
+            found.append((token_id, text, kind == TokenType.CONTROL))
     return found
 
 
