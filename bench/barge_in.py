@@ -188,11 +188,14 @@ def stop_time(peer: LoopbackPeer, start: float, quiet_s: float = 0.6) -> float |
     return None
 
 
-async def real_trial(url: str, i: int) -> Trial:
+async def real_trial(url: str, i: int, under_db: float | None = None) -> Trial:
     question, accept = QUESTIONS[i % len(QUESTIONS)]
     engine, voice, speed = VOICES[i % len(VOICES)]
     speech = synth(question, engine=engine, voice=voice, speed=speed)
-    peer, start, _ = await talk_over(url, LONG[i % len(LONG)], speech)
+    first = LONG[i % len(LONG)]
+    if under_db is not None:  # a quieter (or louder) interrupter than the asking voice
+        speech = under(speech, synth(first, engine="piper"), under_db)
+    peer, start, _ = await talk_over(url, first, speech)
     trial = Trial("question", f"{voice or engine}" + (f" x{speed}" if speed != 1.0 else ""), True)
     try:
         final = await peer.wait_event(
@@ -240,11 +243,11 @@ async def run(args: argparse.Namespace, slow: SlowMachine | None) -> list[Trial]
     async with running_server(agent_toml(args.port, profile=profile), slow):
         url = f"http://127.0.0.1:{args.port}"
         for i in range(args.trials):
-            trial = await real_trial(url, i)
+            trial = await real_trial(url, i, args.under_db)
             trials.append(trial)
             log.info("question %d: stop %.0f ms, heard %r (WER %.2f), reply %r", i,
                      trial.stop_ms, trial.heard, trial.wer, trial.reply[:80])
-        for i in range(args.trials):
+        for i in range(args.trials if args.false_trials is None else args.false_trials):
             trial = await false_trial(url, i)
             trials.append(trial)
             log.info("%s %d: %s (heard %r)", trial.kind, i, "ENDED" if trial.ended else "went on",
@@ -264,7 +267,10 @@ def report(trials: list[Trial], args: argparse.Namespace, mode: str, label: str)
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {label}, "
         f"`unshare -n sh -c 'ip link set lo up && exec .venv/bin/python bench/barge_in.py "
         f"--trials {args.trials} --modes {mode}"
-        + (f" --profile {args.profile}" if args.profile else "") + "'`",
+        + (f" --profile {args.profile}" if args.profile else "")
+        + (f" --under-db {args.under_db:g}" if args.under_db is not None else "")
+        + (f" --false-trials {args.false_trials}" if args.false_trials is not None else "")
+        + "'`",
         "",
         "| measure | result |",
         "| --- | --- |",
@@ -307,6 +313,12 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--under-db", type=float, default=None,
+                        help="play each interrupting question this many dB under the asking "
+                        "voice (power over the voiced spans; negative: louder); default: as "
+                        "synthesized (-7 to 0 dB under piper's)")
+    parser.add_argument("--false-trials", type=int, default=None,
+                        help="false interruptions to try (default: --trials)")
     add_options(parser)
     args = parser.parse_args()
     setup_logging("INFO")

@@ -11,7 +11,10 @@ the audio track actually played).
 - Barge-in: `barge_in_min_ms` of user speech while the agent speaks pauses it at once (the
   voice stops within a frame, the mouth closes), if it sounds like the user: within
   `barge_in_level_margin_db` of the level of their answered turns (engines/vad/loudness.py), so
-  a television or a room's talk under the answer does not stop it. The interrupting utterance
+  a television or a room's talk under the answer does not stop it, unless its words ask
+  something of the agent (`asks_something`): then it is the user's after all (a voice quieter
+  than their first question's, seen in an independent check: ignored, never answered) and
+  stops the answer at its first pause. The interrupting utterance
   is heard whole, from its onset with the endpointer's pre-roll, whatever the agent was doing.
   If it turns out to be a false interruption (no words; only backchannels such as "mm-hm" or
   "yeah"; or a sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or
@@ -121,6 +124,30 @@ def is_real_interruption(text: str) -> bool:
     if is_backchannel(text):
         return False  # "嗯，对对": three words that ask for nothing
     return len(words) > 2 or bool(set(words) & INTERRUPT_WORDS)
+
+
+# How a question or a request to the agent begins (English, and Chinese question words).
+ASKING_STARTS = frozenset({
+    "what", "what's", "whats", "who", "who's", "whom", "whose", "where", "where's", "when",
+    "why", "how", "how's", "which", "is", "are", "am", "was", "were", "do", "does", "did",
+    "can", "could", "will", "would", "should", "shall", "may", "might",
+    "tell", "explain", "describe", "give", "show", "help", "please", "read",
+    "say", "repeat", "find", "check", "i'd",
+    "什", "怎", "为", "哪", "谁", "多", "几", "能", "可", "请", "告", "帮",
+}) | INTERRUPT_WORDS
+_FIRST_SENTENCE = re.compile(r"^.*?(?:[.!?。！？]|$)", re.S)
+
+
+def asks_something(text: str) -> bool:
+    """Words addressed to the agent: three or more that begin as a question or a request
+    does ("What is ...", "Tell me ...", "Wait, ..."), or a first sentence that ends in a
+    question mark. A television's presenter talks in statements ("Good evening. Heavy rain
+    ..."), so this lets speech that was too quiet to interrupt at once do so by its words."""
+    words = _words(text)
+    if len(words) < 3 or is_backchannel(text):
+        return False
+    first = _FIRST_SENTENCE.match(text.strip())
+    return words[0] in ASKING_STARTS or bool(first and first.group().rstrip().endswith(("?", "？")))
 
 
 def clarifying_question(heard: str, topics: tuple[str, ...], about: str, again: str) -> str:
@@ -308,7 +335,23 @@ class AgentBehaviour:
             if not is_real_interruption(text):
                 return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
+        elif self._too_quiet == utterance_id and asks_something(text):
+            self._quiet_question(utterance_id, text)
         self._speculate(utterance_id, text)
+
+    def _quiet_question(self, utterance_id: int, text: str) -> None:
+        """Speech too quiet to interrupt that asks something: the user's after all (another
+        microphone, a voice quieter than their first question's), so it interrupts now, at
+        its first pause, rather than being ignored as a remark under the answer. Answered,
+        its level then counts as the user's, and their next interruption is taken at once."""
+        self._hearing.set_background(utterance_id, False)
+        turn = self._turn
+        if turn is None or turn.phase not in ("speaking", "paused"):
+            return  # the answer has ended: the words are answered as any others
+        self._session.log.info("a question under the answer (%r): the user's, interrupting",
+                               text)
+        self._session.metrics.barge_ins.inc()
+        self._interrupt(turn, "a question under the answer")
 
     def _speculate(self, utterance_id: int, text: str) -> None:
         """Start answering `text` before the endpoint; nothing plays until the final confirms
@@ -371,8 +414,10 @@ class AgentBehaviour:
             self._update_state()
             return
         if turn is not None and turn.phase in ("speaking", "paused"):
-            session.log.info("ignored a short remark while speaking: %r", utterance.text)
-            return
+            if not (self._too_quiet == utterance.id and asks_something(utterance.text)):
+                session.log.info("ignored a short remark while speaking: %r", utterance.text)
+                return
+            self._quiet_question(utterance.id, utterance.text)
         text = heard
         if turn is not None and turn.phase == "thinking" and turn.utterance_id is not None:
             text = f"{turn.user_text} {text}".strip()  # a new final replaces the thinking turn
@@ -503,12 +548,20 @@ class AgentBehaviour:
         self._stop(turn)
 
     def _real_interruption(self, why: str) -> None:
+        barge, self._barge = self._barge, None
+        if barge is None:
+            if self._acting is not None:
+                self._acting.cancel(f"interrupted ({why})")
+            return
+        self._interrupt(barge.turn, why)
+
+    def _interrupt(self, turn: Turn, why: str) -> None:
+        """The user's words end `turn` (and any tool call it read back)."""
         if self._acting is not None:
             self._acting.cancel(f"interrupted ({why})")
-        barge, self._barge = self._barge, None
-        if barge is not None and not barge.turn.is_done:
+        if not turn.is_done:
             self._session.log.info("interrupted (%s)", why)
-            self._stop(barge.turn)
+            self._stop(turn)
 
     def _update_state(self) -> None:
         """The session's state, derived from the current turn: the one place it is emitted."""

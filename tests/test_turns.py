@@ -20,6 +20,7 @@ import pytest
 
 from engines.llm.base import ChatMessage
 from rtc_server.agent import (
+    asks_something,
     clarifying_question,
     is_backchannel,
     is_false_interruption,
@@ -275,16 +276,22 @@ async def test_an_interruption_is_judged_on_all_its_words_not_its_first(h: Harne
     assert h.llm.calls[-1][-1] == ChatMessage("user", "This. is the capital of Japan?")
 
 
-async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harness) -> None:
-    """A television under the answer: speech 15 dB below the level of the user's answered
-    question does not pause it (counted once), and its words, ending while the answer plays,
-    are not taken for a question; the user's own level interrupts as always."""
+async def answering(h: Harness, level_db: float) -> Turn:
+    """The answer to a question the user asked at `level_db`, playing."""
     h.agent.on_speech_start(1)
-    h.agent.on_final(dataclasses.replace(h.utterance(1, "Tell me."), level_db=-20.0))
+    h.agent.on_final(dataclasses.replace(h.utterance(1, "Tell me."), level_db=level_db))
     await h.settle()
     await h.listen(0.4)
     turn = h.agent._turn  # noqa: SLF001
     assert turn is not None and turn.phase == "speaking"
+    return turn
+
+
+async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harness) -> None:
+    """A television under the answer: speech 15 dB below the level of the user's answered
+    question does not pause it (counted once), and its words, ending while the answer plays,
+    are not taken for a question; the user's own level interrupts as always."""
+    turn = await answering(h, level_db=-20.0)
     h.agent.on_speech_start(2)
     for voiced_ms in (200, 220, 400, 1300):  # long, but quiet: not the user
         h.agent.on_voice(2, voiced_ms, level_db=-35.0)
@@ -296,6 +303,50 @@ async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harnes
     h.agent.on_speech_start(3)
     h.agent.on_voice(3, 200, level_db=-24.0)  # 4 dB under the user's: theirs
     assert turn.phase == "paused"
+
+
+async def test_a_question_too_quiet_to_interrupt_at_once_interrupts_by_its_words(
+    h: Harness,
+) -> None:
+    """Seen in an independent check: the interrupting voice came >10 dB under the first
+    question's and was ignored as a remark. Speech under the user's level that asks something
+    stops the answer at its first pause, is answered, and its level counts as the user's: the
+    next interruption at that level is taken at once."""
+    turn = await answering(h, level_db=-10.0)
+    h.agent.on_speech_start(2)
+    for voiced_ms in (200, 600, 1300):
+        h.agent.on_voice(2, voiced_ms, level_db=-24.0)  # 14 dB under: not at once
+    assert turn.phase == "speaking"
+    h.agent.on_pause(2, "What is the capital of Japan?")
+    await h.settle()
+    assert turn.is_done and turn.interrupted
+    h.agent.on_final(dataclasses.replace(h.utterance(2, "What is the capital of Japan?"),
+                                         level_db=-24.0))
+    await h.listen(0.6)
+    assert h.llm.calls[-1][-1] == ChatMessage("user", "What is the capital of Japan?")
+    answer = h.agent._turn  # noqa: SLF001
+    assert answer is not None and answer.phase == "speaking"
+    h.agent.on_speech_start(3)
+    h.agent.on_voice(3, 200, level_db=-24.0)  # the user's level now spans both
+    assert answer.phase == "paused"
+
+
+@pytest.mark.parametrize("text", [
+    "Good evening. Heavy rain is on its way to the north.",
+    "Markets closed higher after a difficult week.", "Yeah, okay, right.", "What?",
+])
+async def test_quiet_speech_that_asks_nothing_still_talks_over_the_answer(
+    h: Harness, text: str,
+) -> None:
+    """A presenter's statements, backchannels, a word or two: not a question to the agent,
+    at the pause or at the end."""
+    turn = await answering(h, level_db=-10.0)
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, 400, level_db=-26.0)
+    h.agent.on_pause(2, text)
+    h.agent.on_final(dataclasses.replace(h.utterance(2, text), level_db=-26.0))
+    await h.listen(0.3)
+    assert turn.phase == "speaking" and len(h.llm.calls) == 1
 
 
 async def test_the_greeting_is_interrupted_like_any_answer() -> None:
@@ -461,6 +512,15 @@ def test_backchannels_and_false_interruptions() -> None:
     assert not is_false_interruption("Emma Chen.", voiced_s=1.0, short_s=0.7)
     assert is_real_interruption("wait") and is_real_interruption("what time is")
     assert not is_real_interruption("Emma Chen")
+
+
+def test_what_asks_something_of_the_agent() -> None:
+    for text in ["What is the capital of Japan?", "Tell me about my card.", "So, the rate is?",
+                 "Wait, I meant the other one.", "请问现在几点", "能不能帮我查一下"]:
+        assert asks_something(text), text
+    for text in ["Good evening. Heavy rain tonight? Maybe.", "Shares closed higher.", "What?",
+                 "Uh huh okay", "", "今天天气很好。"]:
+        assert not asks_something(text), text
 
 
 async def test_a_short_sound_heard_as_two_words_resumes_but_stop_ends(h: Harness) -> None:
