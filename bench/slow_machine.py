@@ -25,6 +25,14 @@ CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 
 
+def has_avx512() -> bool:
+    """This CPU has AVX-512 (else the venv's llama.cpp is already built without it)."""
+    try:
+        return " avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True  # unknown: ask for the AVX2 build, as before
+
+
 @dataclass(frozen=True)
 class SlowMachine:
     cores: float = 1.0  # the CPU quota, in cores (1.0 of this 2-core machine = half)
@@ -37,7 +45,7 @@ class SlowMachine:
 
     def prepare(self) -> None:
         """Check the AVX2 build and set up the cgroup (clear errors when either is missing)."""
-        if not (AVX2_LLAMA / "llama_cpp").is_dir():
+        if not (AVX2_LLAMA / "llama_cpp").is_dir() and has_avx512():
             raise SystemExit(f"no AVX2-only llama.cpp in {AVX2_LLAMA}: run `make slow-llama`")
         if not (CGROUP_V1 / "cpu.cfs_quota_us").is_file():
             raise SystemExit(f"{CGROUP_V1} is not a cgroup v1 cpu hierarchy: cannot hold the "
@@ -48,6 +56,8 @@ class SlowMachine:
         (group / "cpu.cfs_quota_us").write_text(str(int(self.cores * PERIOD_US)))
 
     def env(self) -> dict[str, str]:
+        if not (AVX2_LLAMA / "llama_cpp").is_dir():  # an AVX2-only CPU: the venv's build is
+            return {**os.environ, "CT2_FORCE_CPU_ISA": "AVX2"}
         path = os.environ.get("PYTHONPATH", "")
         return {**os.environ, "PYTHONPATH": f"{AVX2_LLAMA}{os.pathsep}{path}" if path else
                 str(AVX2_LLAMA), "CT2_FORCE_CPU_ISA": "AVX2"}
