@@ -288,6 +288,8 @@ class AgentBehaviour:
                 metrics.quiet_interruptions.inc()
                 self._session.log.info("speech over the answer %.0f dB too quiet to be the "
                                        "user's: not interrupting", short_db)
+            elif voiced_ms >= self._config.false_interruption_max_ms:
+                self._hearing.look(utterance_id)  # words enough: one partial says if it asks
             return
         if self._too_quiet == utterance_id:  # it grew loud enough: the user's after all
             self._hearing.set_background(utterance_id, False)
@@ -318,6 +320,8 @@ class AgentBehaviour:
         barge = self._barge
         if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
             self._real_interruption(f"heard {text!r}")
+        elif self._too_quiet == utterance_id and asks_something(text):
+            self._quiet_question(utterance_id, text)
 
     def on_early_text(self, utterance_id: int, text: str) -> None:
         barge = self._barge
@@ -341,9 +345,10 @@ class AgentBehaviour:
 
     def _quiet_question(self, utterance_id: int, text: str) -> None:
         """Speech too quiet to interrupt that asks something: the user's after all (another
-        microphone, a voice quieter than their first question's), so it interrupts now, at
-        its first pause, rather than being ignored as a remark under the answer. Answered,
-        its level then counts as the user's, and their next interruption is taken at once."""
+        microphone, a voice quieter than their first question's), so it interrupts now (at
+        the one partial it gets after `false_interruption_max_ms`, or at its first pause)
+        rather than being ignored as a remark under the answer. Answered, its level then
+        counts as the user's, and their next interruption is taken at once."""
         self._hearing.set_background(utterance_id, False)
         turn = self._turn
         if turn is None or turn.phase not in ("speaking", "paused"):

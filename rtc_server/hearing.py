@@ -215,6 +215,8 @@ class Hearing:
         self._utterance = 0
         self._level = UtteranceLevel()  # the current utterance's voiced frames
         self._background = False  # the current utterance: no partial or early decodes
+        self._look: int | None = None  # a background utterance allowed partials until one comes
+        self._looked: int | None = None  # the utterance that had its look
         self._onset_clock = 0.0
         self._push_clock = 0.0  # clock time of the latest push (the endpointer's `time`)
         self._paused = False  # after a SpeechPaused: the silence is not fed to the ASR
@@ -242,7 +244,8 @@ class Hearing:
             self._handle(event, frame)
         elif self._endpointer.in_speech:
             silence_ms = self._endpointer.trailing_silence_ms
-            self._feed(frame, partial=silence_ms == 0 and not self._background)
+            self._feed(frame, partial=silence_ms == 0 and (
+                not self._background or self._look == self._utterance))
             if silence_ms == 0:
                 self._early = None  # speech again: a verdict asked in the silence is stale
                 self._speech_frames += 1
@@ -267,6 +270,13 @@ class Hearing:
             self._background = background
             if background:
                 self._ahead.reset()
+
+    def look(self, utterance_id: int) -> None:
+        """One partial transcript of a background utterance (once per utterance): a single
+        decode, not the stream of them that stalls the answer, to let its words say whether
+        it asks something after all."""
+        if utterance_id == self._utterance and self._looked != utterance_id:
+            self._look = self._looked = utterance_id
 
     @property
     def pause_coming(self) -> bool:
@@ -608,6 +618,8 @@ class Hearing:
                         ahead_started = ahead_done = None
                     text = await loop.run_in_executor(pool, stream.feed, pcm, partial)
                     if text:
+                        if self._look == utterance:
+                            self._look = None  # had its look: background again
                         self._listener.on_partial(utterance, text)
                 elif kind == "ahead":  # the pause decode, early; its verdict waits for the pause
                     assert isinstance(arg, _Ahead)

@@ -40,6 +40,7 @@ class FakeStream:
         self.ops: list[tuple[str, int]] = []  # (call, samples fed with it)
         self.mark = mark  # Whisper's probability for a final mark the texts end with
         self.partial_flags: list[bool] = []  # feed's `partial`, per feed
+        self.partial_text: str | None = None  # what a partial decode returns (None: nothing)
         self._texts = texts
         self.decodes = 0
         self._fed = 0
@@ -51,7 +52,7 @@ class FakeStream:
         self.ops.append(("feed", pcm.shape[0]))
         self.partial_flags.append(partial)
         self._fed += pcm.shape[0]
-        return None
+        return self.partial_text if partial else None
 
     def decode_ahead(self, rest: np.ndarray) -> PauseText | None:
         self.ops.append(("ahead", rest.shape[0]))
@@ -944,6 +945,31 @@ async def test_an_utterance_s_level_is_its_voice_s_not_the_room_s(rigs: list[Rig
     await asyncio.wait_for(r.listener.final.wait(), 3)
     quiet = r.listener.finals[-1].level_db
     assert quiet is not None and abs(quiet - (loud - 20)) < 0.5
+
+
+async def test_a_background_utterance_gets_one_look_at_its_words(rigs: list[Rig]) -> None:
+    """`look`: speech set aside gets partial decodes again until one brings words, then it
+    is set aside again; once per utterance (a television costs one decode, not a stream)."""
+    r = rig(rigs, ["Good evening."], FakeTurnModel([0.9]))
+    r.quiet(0.3)
+    r.say(0.3)
+    await until(lambda: bool(r.asr.streams) and r.asr.streams[0]._fed == int(0.6 * SR))
+    stream = r.asr.streams[0]
+    r.hearing.set_background(1, True)
+    r.hearing.look(1)
+    r.say(0.2)
+    await until(lambda: stream._fed == int(0.8 * SR))
+    before = len(stream.partial_flags)
+    assert stream.partial_flags[-1]  # looking: no words yet
+    stream.partial_text = "Good evening"
+    r.say(0.2)
+    await until(lambda: stream._fed == int(1.0 * SR))
+    assert stream.partial_flags[before]  # the look that brought words ...
+    r.say(0.4)
+    r.hearing.look(1)  # (once per utterance)
+    r.say(0.2)
+    await until(lambda: stream._fed == int(1.6 * SR))
+    assert not any(stream.partial_flags[before + 1:])  # ... then set aside again
 
 
 async def test_background_speech_costs_no_partial_or_early_decodes(rigs: list[Rig]) -> None:

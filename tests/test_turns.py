@@ -305,19 +305,23 @@ async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harnes
     assert turn.phase == "paused"
 
 
+@pytest.mark.parametrize("at", ["partial", "pause"])
 async def test_a_question_too_quiet_to_interrupt_at_once_interrupts_by_its_words(
-    h: Harness,
+    h: Harness, at: str,
 ) -> None:
     """Seen in an independent check: the interrupting voice came >10 dB under the first
     question's and was ignored as a remark. Speech under the user's level that asks something
-    stops the answer at its first pause, is answered, and its level counts as the user's: the
-    next interruption at that level is taken at once."""
+    stops the answer at its one partial or its first pause, is answered, and its level counts
+    as the user's: the next interruption at that level is taken at once."""
     turn = await answering(h, level_db=-10.0)
     h.agent.on_speech_start(2)
     for voiced_ms in (200, 600, 1300):
         h.agent.on_voice(2, voiced_ms, level_db=-24.0)  # 14 dB under: not at once
     assert turn.phase == "speaking"
-    h.agent.on_pause(2, "What is the capital of Japan?")
+    if at == "partial":  # the one look a quiet utterance gets (Hearing.look)
+        h.agent.on_partial(2, "What is the capital")
+    else:
+        h.agent.on_pause(2, "What is the capital of Japan?")
     await h.settle()
     assert turn.is_done and turn.interrupted
     h.agent.on_final(dataclasses.replace(h.utterance(2, "What is the capital of Japan?"),
@@ -343,6 +347,7 @@ async def test_quiet_speech_that_asks_nothing_still_talks_over_the_answer(
     turn = await answering(h, level_db=-10.0)
     h.agent.on_speech_start(2)
     h.agent.on_voice(2, 400, level_db=-26.0)
+    h.agent.on_partial(2, text)
     h.agent.on_pause(2, text)
     h.agent.on_final(dataclasses.replace(h.utterance(2, text), level_db=-26.0))
     await h.listen(0.3)
