@@ -12,9 +12,10 @@ the audio track actually played).
   voice stops within a frame, the mouth closes), if it sounds like the user: within
   `barge_in_level_margin_db` of the level of their answered turns (engines/vad/loudness.py), so
   a television or a room's talk under the answer does not stop it, unless its words ask
-  something of the agent (`asks_something`): then it is the user's after all (a voice quieter
-  than their first question's, seen in an independent check: ignored, never answered) and
-  stops the answer at its first pause. The interrupting utterance
+  something of the agent (`asks_something`) in words that are not the answer's own (`echoes`):
+  then it is the user's after all (a voice quieter than their first question's, seen in an
+  independent check: ignored, never answered) and stops the answer at its one partial
+  (`Hearing.look`) or its first pause. The interrupting utterance
   is heard whole, from its onset with the endpointer's pre-roll, whatever the agent was doing.
   If it turns out to be a false interruption (no words; only backchannels such as "mm-hm" or
   "yeah"; or a sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or
@@ -40,6 +41,7 @@ the audio track actually played).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import re
 from collections.abc import AsyncGenerator
@@ -148,6 +150,18 @@ def asks_something(text: str) -> bool:
         return False
     first = _FIRST_SENTENCE.match(text.strip())
     return words[0] in ASKING_STARTS or bool(first and first.group().rstrip().endswith(("?", "？")))
+
+
+def echoes(text: str, said: str) -> bool:
+    """`text` is mostly the agent's own words heard back (`said`: what it has said): at least
+    60% of its words in runs of two or more that `said` holds in the same order. A client
+    without echo cancellation sends the answer back, below the user's level, and an answer
+    may ask ("Would you like to know more?"): that must not interrupt it."""
+    heard, spoken = _words(text), _words(said)
+    if not heard or not spoken:
+        return False
+    blocks = difflib.SequenceMatcher(None, heard, spoken, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks if b.size >= 2) >= 0.6 * len(heard)
 
 
 def clarifying_question(heard: str, topics: tuple[str, ...], about: str, again: str) -> str:
@@ -320,7 +334,7 @@ class AgentBehaviour:
         barge = self._barge
         if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
             self._real_interruption(f"heard {text!r}")
-        elif self._too_quiet == utterance_id and asks_something(text):
+        elif self._quiet_asks(utterance_id, text):
             self._quiet_question(utterance_id, text)
 
     def on_early_text(self, utterance_id: int, text: str) -> None:
@@ -339,9 +353,21 @@ class AgentBehaviour:
             if not is_real_interruption(text):
                 return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
-        elif self._too_quiet == utterance_id and asks_something(text):
+        elif self._quiet_asks(utterance_id, text):
             self._quiet_question(utterance_id, text)
         self._speculate(utterance_id, text)
+
+    def _quiet_asks(self, utterance_id: int, text: str) -> bool:
+        """Speech found too quiet to interrupt asks something, and not in the agent's own
+        words (an echo of the answer)."""
+        if self._too_quiet != utterance_id or not asks_something(text):
+            return False
+        turn = self._turn
+        said = "".join(c.text for c in turn.chunks if c.started) if turn is not None else ""
+        if echoes(text, said):
+            self._session.log.info("quiet speech in the answer's own words (an echo?): %r", text)
+            return False
+        return True
 
     def _quiet_question(self, utterance_id: int, text: str) -> None:
         """Speech too quiet to interrupt that asks something: the user's after all (another
@@ -419,7 +445,7 @@ class AgentBehaviour:
             self._update_state()
             return
         if turn is not None and turn.phase in ("speaking", "paused"):
-            if not (self._too_quiet == utterance.id and asks_something(utterance.text)):
+            if not self._quiet_asks(utterance.id, utterance.text):
                 session.log.info("ignored a short remark while speaking: %r", utterance.text)
                 return
             self._quiet_question(utterance.id, utterance.text)

@@ -22,6 +22,7 @@ from engines.llm.base import ChatMessage
 from rtc_server.agent import (
     asks_something,
     clarifying_question,
+    echoes,
     is_backchannel,
     is_false_interruption,
     is_real_interruption,
@@ -333,6 +334,32 @@ async def test_a_question_too_quiet_to_interrupt_at_once_interrupts_by_its_words
     h.agent.on_speech_start(3)
     h.agent.on_voice(3, 200, level_db=-24.0)  # the user's level now spans both
     assert answer.phase == "paused"
+
+
+async def test_quiet_speech_in_the_answer_s_own_words_is_an_echo_not_a_question(
+    h: Harness,
+) -> None:
+    """A client without echo cancellation sends the answer back, under the user's level; the
+    words it asks in are the agent's own: not an interruption."""
+    turn = await answering(h, level_db=-10.0)
+    await h.listen(0.3)
+    assert any(c.started and "forty two" in c.text for c in turn.chunks)
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, 1300, level_db=-30.0)
+    echo = "Is the answer forty two, and that is all?"
+    h.agent.on_partial(2, echo)
+    h.agent.on_pause(2, echo)
+    await h.settle()
+    assert turn.phase == "speaking" and len(h.llm.calls) == 1
+
+
+def test_what_echoes_the_answer() -> None:
+    said = "Sure. The answer is forty two, and that is all. Anything else?"
+    assert echoes("the answer is forty two and that", said)
+    assert echoes("Is the answer forty-two, and that is all?", said)  # misheard a little
+    assert not echoes("What is the capital of Japan?", said)
+    assert not echoes("Is the answer forty two?", "")
+    assert not echoes("What else is there?", said)  # one word in common is not an echo
 
 
 @pytest.mark.parametrize("text", [
