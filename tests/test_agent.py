@@ -112,6 +112,15 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z']+", text.lower())
 
 
+async def asking_for_a_story(url: str) -> tuple[PcmMicrophone, LoopbackPeer]:
+    """A peer connected to `url` that asks for a long answer (time to talk over it)."""
+    mic = PcmMicrophone(
+        speech_with_lead("Tell me a long story about a brave knight and a dragon."), 16000)
+    peer = LoopbackPeer(url, microphone=mic)
+    await peer.connect()
+    return mic, peer
+
+
 async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
     agent_engines: Engines,
 ) -> None:
@@ -119,12 +128,8 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
     tolerant bound; the benchmark measures it), the interrupting question is heard whole,
     the history keeps only what was heard of the first answer, and the next answer is to
     the new question."""
-    config = agent_config()
-    story = speech_with_lead("Tell me a long story about a brave knight and a dragon.")
-    async with running_server(config, agent_engines) as (server, url):
-        mic = PcmMicrophone(story, 16000)
-        peer = LoopbackPeer(url, microphone=mic)
-        await peer.connect()
+    async with running_server(agent_config(), agent_engines) as (server, url):
+        mic, peer = await asking_for_a_story(url)
         # barge in once the story is well under way (its second chunk has started playing)
         await peer.wait_event(lambda e: len(
             [x for x in peer.received.events_of("agent_text") if x["text"]]) >= 2, 60)
@@ -173,6 +178,39 @@ async def test_barge_in_stops_the_answer_and_the_next_answer_follows(
         assert history[2].content == second["text"]  # the reply answered the new question
         timings = [e for e in peer.received.events_of("timings") if e["turn_id"] == 1]
         assert timings[-1]["barge_in_ms"] is not None
+        await peer.close()
+
+
+async def test_a_question_asked_well_under_the_user_s_level_still_interrupts(
+    agent_engines: Engines,
+) -> None:
+    """The independent check's barge-in that was never detected: the interrupting voice came
+    more than `barge_in_level_margin_db` under the first question's, so it was taken for a
+    television and ignored. Asked 16 dB under, it is not a barge-in at once (counted as quiet
+    speech) but its words ask something, so it stops the answer, is heard, and answered."""
+    async with running_server(agent_config(), agent_engines) as (server, url):
+        mic, peer = await asking_for_a_story(url)
+        await peer.wait_event(lambda e: e["type"] == "agent_text" and e["turn_id"] == 1
+                              and e["text"], 60)
+        quiet = (speech_with_lead(QUESTION, 0.3) * 10 ** (-16 / 20)).astype(np.int16)
+        mic.set_audio(quiet, 16000)
+        second = await peer.wait_event(
+            lambda e: e["type"] == "transcript" and e["final"] and e["turn_id"] > 1, 30
+        )
+        assert word_error_rate([QUESTION], [second["text"]]) <= 0.2, second["text"]
+        await peer.wait_event(turn_done(second["turn_id"]), 60)
+        metrics = {ln.split()[0]: ln.split()[1] for ln in
+                   server.metrics.render()[0].decode().splitlines()
+                   if ln.startswith(("rtc_barge_ins_total", "rtc_quiet_interruptions_total"))}
+        assert metrics == {"rtc_barge_ins_total": "1.0",
+                           "rtc_quiet_interruptions_total": "1.0"}, metrics
+        history = agent_of(server, peer).history
+        assert [m.role for m in history] == ["user", "assistant", "user", "assistant"], history
+        story_sent = " ".join(
+            e["text"] for e in peer.received.events_of("agent_text") if e["turn_id"] == 1
+        )
+        assert len(history[1].content) < len(story_sent)  # the story was cut
+        assert history[2].content == second["text"]  # and the question answered
         await peer.close()
 
 
