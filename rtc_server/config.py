@@ -124,8 +124,8 @@ class AgentConfig:
     barge_in_min_ms: int = 150
     # ... if it is also within this many dB of the user's own level (learnt from the turns
     # answered): quieter speech (a television, a room) talks over the answer without stopping
-    # it, unless its words ask something (then it stops it at its first pause). 0 = any
-    # level interrupts at once
+    # it, unless its words ask something (then it stops it once they show it: a partial
+    # after false_interruption_max_ms, or its first pause). 0 = any level interrupts at once
     barge_in_level_margin_db: float = 10.0
     # After a barge-in, an utterance with no words or only backchannel words ("mm-hm",
     # "yeah", a cough) resumes the answer from the word it was cut in; false: every barge-in
