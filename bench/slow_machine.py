@@ -19,18 +19,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rtc_server.machine import Machine
+
 REPO = Path(__file__).resolve().parents[1]
 AVX2_LLAMA = REPO / ".venv-avx2" / "site-packages"
 CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 
 
-def has_avx512() -> bool:
-    """This CPU has AVX-512 (else the venv's llama.cpp is already built without it)."""
-    try:
-        return " avx512f" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True  # unknown: ask for the AVX2 build, as before
+def built_for_emulation() -> bool:
+    """An AVX2-only llama.cpp was built for the emulation (`make slow-llama`); on a CPU
+    without AVX-512 the venv's own build is one and none is needed."""
+    return (AVX2_LLAMA / "llama_cpp").is_dir()
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class SlowMachine:
 
     def prepare(self) -> None:
         """Check the AVX2 build and set up the cgroup (clear errors when either is missing)."""
-        if not (AVX2_LLAMA / "llama_cpp").is_dir() and has_avx512():
+        if not built_for_emulation() and "avx512f" in Machine.here().flags:
             raise SystemExit(f"no AVX2-only llama.cpp in {AVX2_LLAMA}: run `make slow-llama`")
         if not (CGROUP_V1 / "cpu.cfs_quota_us").is_file():
             raise SystemExit(f"{CGROUP_V1} is not a cgroup v1 cpu hierarchy: cannot hold the "
@@ -56,7 +56,7 @@ class SlowMachine:
         (group / "cpu.cfs_quota_us").write_text(str(int(self.cores * PERIOD_US)))
 
     def env(self) -> dict[str, str]:
-        if not (AVX2_LLAMA / "llama_cpp").is_dir():  # an AVX2-only CPU: the venv's build is
+        if not built_for_emulation():  # an AVX2-only CPU: the venv's build is that already
             return {**os.environ, "CT2_FORCE_CPU_ISA": "AVX2"}
         path = os.environ.get("PYTHONPATH", "")
         return {**os.environ, "PYTHONPATH": f"{AVX2_LLAMA}{os.pathsep}{path}" if path else

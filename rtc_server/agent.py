@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engines.asr.text import SENTENCE_END
 from engines.llm.base import ChatMessage
 from engines.llm.resilience import Notice
 from engines.text.vocabulary import guess_topic
@@ -137,7 +138,7 @@ ASKING_STARTS = frozenset({
     "say", "repeat", "find", "check", "i'd",
     "什", "怎", "为", "哪", "谁", "多", "几", "能", "可", "请", "告", "帮",
 }) | INTERRUPT_WORDS
-_FIRST_SENTENCE = re.compile(r"^.*?(?:[.!?。！？]|$)", re.S)
+_FIRST_SENTENCE = re.compile(rf"^.*?(?:[{re.escape(''.join(SENTENCE_END))}]|$)", re.S)
 
 
 def asks_something(text: str) -> bool:
