@@ -146,6 +146,7 @@ class Trial:
     wer: float = float("nan")
     answered: bool = False
     ended: bool = False
+    silent_ms: float = float("nan")  # false ones: the answer's longest silence from the sound on
     heard: str = ""
     reply: str = ""
 
@@ -188,6 +189,17 @@ def stop_time(peer: LoopbackPeer, start: float, quiet_s: float = 0.6) -> float |
     return None
 
 
+def longest_silence(peer: LoopbackPeer, start: float, stop: float) -> float:
+    """The longest run of the agent's silence between `start` and `stop` (seconds): how long
+    a sound paused the answer (a pause between its sentences is ~0.3 s)."""
+    a_t, rms = audio_timeline(peer.received)
+    run = best = 0
+    for quiet in rms[(a_t >= start) & (a_t < stop)] <= LOUD_RMS:
+        run = run + 1 if quiet else 0
+        best = max(best, run)
+    return best * 0.02
+
+
 async def real_trial(url: str, i: int, under_db: float | None = None) -> Trial:
     question, accept = QUESTIONS[i % len(QUESTIONS)]
     engine, voice, speed = VOICES[i % len(VOICES)]
@@ -218,8 +230,8 @@ async def real_trial(url: str, i: int, under_db: float | None = None) -> Trial:
     return trial
 
 
-async def false_trial(url: str, i: int) -> Trial:
-    kind = FALSE[i % len(FALSE)]
+async def false_trial(url: str, i: int, kinds: tuple[str, ...] = FALSE) -> Trial:
+    kind = kinds[i % len(kinds)]
     first = LONG[i % len(LONG)]
     peer, start, end = await talk_over(url, first, sound(kind, i, synth(first, engine="piper")))
     await asyncio.sleep(end + 4.0 - time.monotonic())
@@ -229,6 +241,7 @@ async def false_trial(url: str, i: int) -> Trial:
     went_on = bool(after.any() and rms[after].max() > LOUD_RMS)
     answered_it = any(e["text"] and e["turn_id"] > 1 for e in peer.received.events_of("agent_text"))
     trial.ended = not went_on or answered_it
+    trial.silent_ms = longest_silence(peer, start, end + 4.0) * 1000
     trial.heard = " ".join(e["text"] for e in peer.received.events_of("transcript")
                            if e["final"] and e["turn_id"] > 1)
     await peer.close()
@@ -248,7 +261,7 @@ async def run(args: argparse.Namespace, slow: SlowMachine | None) -> list[Trial]
             log.info("question %d: stop %.0f ms, heard %r (WER %.2f), reply %r", i,
                      trial.stop_ms, trial.heard, trial.wer, trial.reply[:80])
         for i in range(args.trials if args.false_trials is None else args.false_trials):
-            trial = await false_trial(url, i)
+            trial = await false_trial(url, i, args.false_kinds)
             trials.append(trial)
             log.info("%s %d: %s (heard %r)", trial.kind, i, "ENDED" if trial.ended else "went on",
                      trial.heard)
@@ -270,6 +283,7 @@ def report(trials: list[Trial], args: argparse.Namespace, mode: str, label: str)
         + (f" --profile {args.profile}" if args.profile else "")
         + (f" --under-db {args.under_db:g}" if args.under_db is not None else "")
         + (f" --false-trials {args.false_trials}" if args.false_trials is not None else "")
+        + (f" --false-kinds {','.join(args.false_kinds)}" if args.false_kinds != FALSE else "")
         + "'`",
         "",
         "| measure | result |",
@@ -287,7 +301,10 @@ def report(trials: list[Trial], args: argparse.Namespace, mode: str, label: str)
     for kind in FALSE:
         these = [t for t in false if t.kind == kind]
         if these:
-            lines.append(f"| - {kind} | {sum(t.ended for t in these)}/{len(these)} ended |")
+            silent = [t.silent_ms for t in these]
+            lines.append(f"| - {kind} | {sum(t.ended for t in these)}/{len(these)} ended; the "
+                         f"answer's longest silence {pct(silent, 0.5):.0f} ms p50, "
+                         f"{max(silent):.0f} max |")
     lines += ["", "| voice | detected (stopped within 1.5 s) | stop p50 ms | WER | answered |",
               "| --- | --- | --- | --- | --- |"]
     for voice in by_voice:
@@ -317,10 +334,15 @@ def main() -> int:
                         help="play each interrupting question this many dB under the asking "
                         "voice (power over the voiced spans; negative: louder); default: as "
                         "synthesized (-7 to 0 dB under piper's)")
+    parser.add_argument("--false-kinds", default=",".join(FALSE),
+                        type=lambda v: tuple(k for k in v.split(",") if k),
+                        help=f"false interruptions to cycle through (default: {','.join(FALSE)})")
     parser.add_argument("--false-trials", type=int, default=None,
                         help="false interruptions to try (default: --trials)")
     add_options(parser)
     args = parser.parse_args()
+    if not args.false_kinds or set(args.false_kinds) - set(FALSE):
+        parser.error(f"--false-kinds: choose among {','.join(FALSE)}")
     setup_logging("INFO")
     for mode, slow in modes(parser, args):
         label = slow.label() if slow is not None else "as is"

@@ -9,20 +9,23 @@ the audio track actually played).
   its first chunk but plays nothing until the final transcript confirms the words, else it
   is discarded (and writes nothing).
 - Barge-in: `barge_in_min_ms` of user speech while the agent speaks pauses it at once (the
-  voice stops within a frame, the mouth closes), if it sounds like the user: within
-  `barge_in_level_margin_db` of the level of their answered turns (engines/vad/loudness.py), so
-  a television or a room's talk under the answer does not stop it, unless its words ask
-  something of the agent (`asks_something`) in words that are not the answer's own (`echoes`):
-  then it is the user's after all (a voice quieter than their first question's, seen in an
-  independent check: ignored, never answered) and stops the answer at its one partial
-  (`Hearing.look`) or its first pause. The interrupting utterance
-  is heard whole, from its onset with the endpointer's pre-roll, whatever the agent was doing.
-  If it turns out to be a false interruption (no words; only backchannels such as "mm-hm" or
-  "yeah"; or a sound shorter than `false_interruption_short_ms` that Whisper wrote as a word or
-  two, as it does with coughs and hums, unless a word means stop) the answer resumes from the
-  start of the word it was cut in; otherwise (more than two words heard, a stop word, or speech
-  longer than `false_interruption_max_ms`) the turn is interrupted and the new words get their
-  answer. `resume_false_interruption = false` interrupts at once instead. The rule judges the
+  voice stops within a frame, the mouth closes). Speech more than `barge_in_level_margin_db`
+  under the level of the user's answered turns (engines/vad/loudness.py: a television, a
+  room's talk, or a user quieter than their first question, seen in an independent check:
+  ignored, never answered) pauses it too, `quiet_pauses` times a session, but only words that
+  ask something of the agent (`asks_something`), not the answer's own heard back (`echoes`),
+  make it an interruption; three words or more that ask nothing resume the answer and the
+  rest of that speech talks over it. With the pauses spent, such speech talks over the answer
+  until its words ask (its one partial, `Hearing.look`, or a pause). The interrupting
+  utterance is heard whole, from its onset with the endpointer's pre-roll, whatever the agent
+  was doing. If it turns out to be a false interruption (no words; only backchannels such as
+  "mm-hm" or "yeah"; or a sound shorter than `false_interruption_short_ms` that Whisper wrote
+  as a word or two, as it does with coughs and hums, unless a word means stop) the answer
+  resumes from the start of the word it was cut in; otherwise (more than two words heard, a
+  stop word, or words and speech longer than `false_interruption_max_ms`) the turn is
+  interrupted and the new words get their answer. A sound with no words by twice
+  `false_interruption_max_ms` (music, a fan: seen ending the answer) is talked over.
+  `resume_false_interruption = false` interrupts at once instead. The rule judges the
   whole interruption, not its first utterance: one with words that looks false ("This." where
   the endpointer ended it at the speaker's first pause) keeps the answer paused for
   `false_interruption_wait_ms`, and speech in that time joins it (seen on a 2-core VM: a
@@ -190,6 +193,8 @@ class _BargeIn:
     onset: float  # clock time the user's speech began
     heard: str = ""  # the words of its utterances so far, when the user went on after one
     waiting: bool = False  # looked false: the answer waits for more speech (`_hold`)
+    quiet: bool = False  # under the user's level: only words that ask make it real
+    words: bool = False  # a partial held words (not only backchannels): long, it is real
 
 
 class AgentBehaviour:
@@ -214,6 +219,10 @@ class AgentBehaviour:
         margin = config.agent.barge_in_level_margin_db
         self._level = SpeakerLevel(margin) if margin > 0 else None  # the user's, learnt
         self._too_quiet: int | None = None  # the utterance last found too quiet to interrupt
+        # Quiet speech left that may pause the answer while its words are heard (`quiet_pauses`)
+        self._quiet_pauses = config.agent.quiet_pauses if (
+            config.agent.resume_false_interruption) else 0
+        self._talked_over: int | None = None  # a sound without words the answer resumed over
         self._state: State | None = None
         self._turns = 0
         # Each user utterance gets its turn id when it starts, so its partials, its final and
@@ -288,22 +297,38 @@ class AgentBehaviour:
 
     def on_voice(self, utterance_id: int, voiced_ms: float, level_db: float | None = None) -> None:
         barge, turn = self._barge, self._turn
+        long = voiced_ms >= self._config.false_interruption_max_ms
+        short_db = self._level.below(level_db) if self._level is not None else None
         if barge is not None and barge.utterance_id == utterance_id:
-            if voiced_ms >= self._config.false_interruption_max_ms:
+            if barge.quiet and short_db is None:  # it grew loud enough: the user's after all
+                self._barge = barge = dataclasses.replace(barge, quiet=False)
+            if long and (barge.quiet or not barge.words):
+                if voiced_ms >= 2 * self._config.false_interruption_max_ms:
+                    self._talk_over(barge)
+            elif long:
                 self._real_interruption("long speech")
             return
+        if utterance_id == self._talked_over:
+            return  # (its words may still ask something: its pauses and final are heard)
         if turn is None or turn.phase != "speaking" or voiced_ms < self._config.barge_in_min_ms:
             return
         metrics = self._session.metrics
-        short_db = self._level.below(level_db) if self._level is not None else None
         if short_db is not None:
             if self._too_quiet != utterance_id:  # once per utterance: it is asked every frame
                 self._too_quiet = utterance_id
-                self._hearing.set_background(utterance_id, True)
                 metrics.quiet_interruptions.inc()
+                if self._quiet_pauses > 0:  # (paused, its partials stall no voice)
+                    self._session.log.info("speech over the answer %.0f dB too quiet to be the "
+                                           "user's: paused while its words are heard", short_db)
+                    now = self._session.clock.time()
+                    self._barge = _BargeIn(utterance_id, turn, onset=now - voiced_ms / 1000,
+                                           quiet=True)
+                    turn.pause()
+                    return
+                self._hearing.set_background(utterance_id, True)
                 self._session.log.info("speech over the answer %.0f dB too quiet to be the "
                                        "user's: not interrupting", short_db)
-            elif voiced_ms >= self._config.false_interruption_max_ms:
+            elif long:
                 self._hearing.look(utterance_id)  # words enough: one partial says if it asks
             return
         if self._too_quiet == utterance_id:  # it grew loud enough: the user's after all
@@ -333,8 +358,13 @@ class AgentBehaviour:
             # waited for the warm; 2 of 12 questions).
             self._engines.llm.warm([*self.history, ChatMessage("user", text)])
         barge = self._barge
-        if barge is not None and barge.utterance_id == utterance_id and is_real_interruption(text):
-            self._real_interruption(f"heard {text!r}")
+        if barge is not None and barge.utterance_id == utterance_id and barge.quiet:
+            self._judge_quiet(barge, text, final=False)
+        elif barge is not None and barge.utterance_id == utterance_id:
+            if is_real_interruption(text):
+                self._real_interruption(f"heard {text!r}")
+            elif not is_backchannel(text):
+                self._barge = dataclasses.replace(barge, words=True)
         elif self._quiet_asks(utterance_id, text):
             self._quiet_question(utterance_id, text)
 
@@ -350,7 +380,10 @@ class AgentBehaviour:
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
         barge = self._barge
-        if barge is not None and barge.utterance_id == utterance_id:
+        if barge is not None and barge.utterance_id == utterance_id and barge.quiet:
+            if not self._judge_quiet(barge, text, final=False):
+                return
+        elif barge is not None and barge.utterance_id == utterance_id:
             if not is_real_interruption(text):
                 return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
@@ -369,6 +402,35 @@ class AgentBehaviour:
             self._session.log.info("quiet speech in the answer's own words (an echo?): %r", text)
             return False
         return True
+
+    def _judge_quiet(self, barge: _BargeIn, text: str, final: bool) -> bool:
+        """Words of quiet speech that paused the answer (its look, a pause or its final): a
+        question stops it (True: it was the user's); three words or more that ask nothing, or
+        whatever the final holds, resume it, one of the session's `quiet_pauses` spent (words
+        that ask later still stop it, as they would have without the pause)."""
+        if self._quiet_asks(barge.utterance_id, text):
+            self._barge = None
+            self._quiet_question(barge.utterance_id, text)
+            return True
+        if final or len(_words(text)) >= 3:
+            self._barge = None
+            self._quiet_pauses -= 1
+            self._hearing.set_background(barge.utterance_id, True)  # its partials would stall
+            self._resume(barge, text)
+        return False
+
+    def _talk_over(self, barge: _BargeIn) -> None:
+        """A barge-in with no words (or none that ask, if quiet) after twice
+        `false_interruption_max_ms` of voice: music, a fan, a television. The answer resumes
+        and the rest of that sound talks over it; words that ask in it still stop it."""
+        self._barge = None
+        if barge.quiet:
+            self._quiet_pauses -= 1
+        self._talked_over = self._too_quiet = barge.utterance_id
+        self._hearing.set_background(barge.utterance_id, True)
+        self._session.log.info("no words yet after %.0f ms: talking over it",
+                               2 * self._config.false_interruption_max_ms)
+        self._resume(barge, "")
 
     def _quiet_question(self, utterance_id: int, text: str) -> None:
         """Speech too quiet to interrupt that asks something: the user's after all (another
@@ -416,7 +478,10 @@ class AgentBehaviour:
         )
         barge = self._barge
         heard = utterance.text
-        if barge is not None and barge.utterance_id == utterance.id:
+        if barge is not None and barge.utterance_id == utterance.id and barge.quiet:
+            if not self._judge_quiet(barge, utterance.text, final=True):
+                return
+        elif barge is not None and barge.utterance_id == utterance.id:
             self._barge = None
             heard = f"{barge.heard} {utterance.text}".strip()
             voiced_s = utterance.voice_end - barge.onset

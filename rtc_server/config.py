@@ -127,11 +127,18 @@ class AgentConfig:
     # it, unless its words ask something (then it stops it once they show it: a partial
     # after false_interruption_max_ms, or its first pause). 0 = any level interrupts at once
     barge_in_level_margin_db: float = 10.0
+    # Quieter speech pauses the answer anyway while its words are heard (a question then
+    # stops it, anything else resumes it), this many times a session: a user quieter than
+    # their first question stops the voice as fast as a loud one, a television under the
+    # answer pauses it this often before only its words can. 0 = never (needs
+    # resume_false_interruption)
+    quiet_pauses: int = 1
     # After a barge-in, an utterance with no words or only backchannel words ("mm-hm",
     # "yeah", a cough) resumes the answer from the word it was cut in; false: every barge-in
     # ends the answer.
     resume_false_interruption: bool = True
-    # A barge-in utterance that goes on this long is a real interruption, words or not.
+    # A barge-in utterance that goes on this long with words is a real interruption; one
+    # with no words by twice this (music, a fan) resumes the answer and talks over it.
     false_interruption_max_ms: int = 1200
     # A barge-in shorter than this with at most two words (none of them "stop", "wait", ...)
     # is a false interruption too: Whisper writes coughs and hums as a word or two.
@@ -184,6 +191,8 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.barge_in_level_margin_db < 0:
             raise ValueError("barge_in_level_margin_db must be >= 0 (0 = off)")
+        if self.quiet_pauses < 0:
+            raise ValueError("quiet_pauses must be >= 0 (0 = quiet speech never pauses)")
         if min(self.barge_in_min_ms, self.lead_ms, self.runway_ms, self.max_sentences) < 0 or (
             self.max_new_tokens < 1
         ):

@@ -186,8 +186,9 @@ async def test_a_question_asked_well_under_the_user_s_level_still_interrupts(
 ) -> None:
     """The independent check's barge-in that was never detected: the interrupting voice came
     more than `barge_in_level_margin_db` under the first question's, so it was taken for a
-    television and ignored. Asked 16 dB under, it is not a barge-in at once (counted as quiet
-    speech) but its words ask something, so it stops the answer, is heard, and answered."""
+    television and ignored. Asked 16 dB under, it is counted as quiet speech, pauses the
+    answer while its words are heard (`quiet_pauses`), and they ask something, so it stops
+    the answer, is heard, and answered."""
     async with running_server(agent_config(), agent_engines) as (server, url):
         mic, peer = await asking_for_a_story(url)
         await peer.wait_event(lambda e: e["type"] == "agent_text" and e["turn_id"] == 1

@@ -91,6 +91,7 @@ def test_toml_overlay_and_ice_servers(tmp_path: Path) -> None:
         ('[[ice.servers]]\nurls = ["http://x"]\n', "must start with stun:"),
         ("[vad]\naggressiveness = 7\n", "aggressiveness"),
         ('[vad]\nengine = "nope"\n', "unknown key(s): engine"),  # webrtcvad is the only one
+        ("[agent]\nquiet_pauses = -1\n", "quiet_pauses must be >= 0"),
         ("not toml ===", "c.toml"),
     ],
 )

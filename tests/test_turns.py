@@ -288,22 +288,52 @@ async def answering(h: Harness, level_db: float) -> Turn:
     return turn
 
 
-async def test_speech_far_below_the_user_s_level_talks_over_the_answer(h: Harness) -> None:
-    """A television under the answer: speech 15 dB below the level of the user's answered
-    question does not pause it (counted once), and its words, ending while the answer plays,
-    are not taken for a question; the user's own level interrupts as always."""
-    turn = await answering(h, level_db=-20.0)
-    h.agent.on_speech_start(2)
-    for voiced_ms in (200, 220, 400, 1300):  # long, but quiet: not the user
-        h.agent.on_voice(2, voiced_ms, level_db=-35.0)
+async def talked_over(h: Harness, turn: Turn, uid: int, text: str) -> None:
+    """Speech 15 dB under the user's (-20 dB) goes on over `turn` and ends: it plays on."""
+    h.agent.on_speech_start(uid)
+    for voiced_ms in (200, 400, 1300):
+        h.agent.on_voice(uid, voiced_ms, level_db=-35.0)
     assert turn.phase == "speaking"
-    assert h.session.metrics.quiet_interruptions._value.get() == 1  # noqa: SLF001
-    h.agent.on_final(dataclasses.replace(h.utterance(2, "And now the weather."), level_db=-35.0))
+    h.agent.on_final(dataclasses.replace(h.utterance(uid, text), level_db=-35.0))
     await h.listen(0.3)
     assert turn.phase == "speaking" and len(h.llm.calls) == 1
-    h.agent.on_speech_start(3)
-    h.agent.on_voice(3, 200, level_db=-24.0)  # 4 dB under the user's: theirs
+
+
+async def test_speech_far_below_the_user_s_level_pauses_once_then_talks_over(
+    h: Harness,
+) -> None:
+    """A television under the answer: speech 15 dB below the level of the user's answered
+    question pauses it while its words are heard (counted once), and its statement resumes
+    it; the session's one quiet pause spent, the next such speech talks over the answer and,
+    ending while it plays, is not taken for a question; the user's own level interrupts as
+    always."""
+    turn = await answering(h, level_db=-20.0)
+    h.agent.on_speech_start(2)
+    for voiced_ms in (200, 220, 400, 1300):  # long, but quiet: its words decide
+        h.agent.on_voice(2, voiced_ms, level_db=-35.0)
     assert turn.phase == "paused"
+    assert h.session.metrics.quiet_interruptions._value.get() == 1  # noqa: SLF001
+    h.agent.on_partial(2, "And")  # (the look) a word: too few to tell
+    assert turn.phase == "paused"
+    h.agent.on_pause(2, "And now the weather.")
+    assert turn.phase == "speaking"
+    h.agent.on_final(dataclasses.replace(h.utterance(2, "And now the weather for the week."),
+                                         level_db=-35.0))
+    await talked_over(h, turn, 3, "Rain is on its way to the north.")
+    h.agent.on_speech_start(4)
+    h.agent.on_voice(4, 200, level_db=-24.0)  # 4 dB under the user's: theirs
+    assert turn.phase == "paused"
+
+
+@pytest.mark.parametrize("agent", [{"quiet_pauses": 0}, {"resume_false_interruption": False}])
+async def test_without_quiet_pauses_quiet_speech_never_pauses_the_answer(
+    agent: dict[str, Any],
+) -> None:
+    h = Harness(**agent)
+    try:
+        await talked_over(h, await answering(h, level_db=-20.0), 2, "And now the weather.")
+    finally:
+        await h.close()
 
 
 @pytest.mark.parametrize("at", ["partial", "pause"])
@@ -313,12 +343,15 @@ async def test_a_question_too_quiet_to_interrupt_at_once_interrupts_by_its_words
     """Seen in an independent check: the interrupting voice came >10 dB under the first
     question's and was ignored as a remark. Speech under the user's level that asks something
     stops the answer at its one partial or its first pause, is answered, and its level counts
-    as the user's: the next interruption at that level is taken at once."""
+    as the user's: the next interruption at that level is taken at once. It pauses the
+    answer at once (the session's one quiet pause), as a loud barge-in does."""
     turn = await answering(h, level_db=-10.0)
     h.agent.on_speech_start(2)
-    for voiced_ms in (200, 600, 1300):
-        h.agent.on_voice(2, voiced_ms, level_db=-24.0)  # 14 dB under: not at once
-    assert turn.phase == "speaking"
+    h.agent.on_voice(2, 200, level_db=-24.0)  # 14 dB under: paused at once, its words decide
+    assert turn.phase == "paused" and not turn.is_done
+    for voiced_ms in (600, 1300):
+        h.agent.on_voice(2, voiced_ms, level_db=-24.0)
+    assert turn.phase == "paused" and not turn.is_done  # not ended by its length
     if at == "partial":  # the one look a quiet utterance gets (Hearing.look)
         h.agent.on_partial(2, "What is the capital")
     else:
@@ -346,6 +379,7 @@ async def test_quiet_speech_in_the_answer_s_own_words_is_an_echo_not_a_question(
     assert any(c.started and "forty two" in c.text for c in turn.chunks)
     h.agent.on_speech_start(2)
     h.agent.on_voice(2, 1300, level_db=-30.0)
+    assert turn.phase == "paused"  # its words decide
     echo = "Is the answer forty two, and that is all?"
     h.agent.on_partial(2, echo)
     h.agent.on_pause(2, echo)
@@ -370,10 +404,11 @@ async def test_quiet_speech_that_asks_nothing_still_talks_over_the_answer(
     h: Harness, text: str,
 ) -> None:
     """A presenter's statements, backchannels, a word or two: not a question to the agent,
-    at the pause or at the end."""
+    at the pause or at the end. The answer, paused while they are heard, resumes."""
     turn = await answering(h, level_db=-10.0)
     h.agent.on_speech_start(2)
     h.agent.on_voice(2, 400, level_db=-26.0)
+    assert turn.phase == "paused"
     h.agent.on_partial(2, text)
     h.agent.on_pause(2, text)
     h.agent.on_final(dataclasses.replace(h.utterance(2, text), level_db=-26.0))
@@ -417,15 +452,39 @@ async def test_before_any_answered_turn_any_level_may_interrupt() -> None:
             await h.close()
 
 
-async def test_a_long_barge_in_without_words_is_a_real_interruption(h: Harness) -> None:
+async def test_a_long_barge_in_with_a_word_is_a_real_interruption(h: Harness) -> None:
     await h.ask(1, "Tell me.")
     await h.listen(0.4)
     turn = h.agent._turn  # noqa: SLF001
     h.agent.on_speech_start(2)
     h.agent.on_voice(2, voiced_ms=200)
+    h.agent.on_partial(2, "This")
     h.agent.on_voice(2, voiced_ms=1300)
     await h.settle()
     assert turn is not None and turn.interrupted and turn.is_done
+
+
+async def test_a_long_sound_without_words_is_talked_over(h: Harness) -> None:
+    """Music or a fan taken for speech over the answer (seen: it ended the answer once it
+    went on past `false_interruption_max_ms`): paused while its words may show, then, with
+    none by twice that, the answer resumes and the sound talks over it for good; words that
+    ask something in it still stop the answer."""
+    await h.ask(1, "Tell me.")
+    await h.listen(0.4)
+    turn = h.agent._turn  # noqa: SLF001
+    assert turn is not None
+    h.agent.on_speech_start(2)
+    h.agent.on_voice(2, voiced_ms=200)
+    h.agent.on_partial(2, "Mm.")  # what Whisper writes for a hum: no words
+    h.agent.on_voice(2, voiced_ms=1300)
+    await h.settle()
+    assert turn.phase == "paused" and not turn.is_done
+    for voiced_ms in (2400, 2420, 5000):
+        h.agent.on_voice(2, voiced_ms=voiced_ms)
+        assert turn.phase == "speaking"
+    h.agent.on_pause(2, "What time is it?")
+    await h.settle()
+    assert turn.interrupted and turn.is_done
 
 
 async def test_without_resume_every_barge_in_ends_the_answer() -> None:
