@@ -404,7 +404,7 @@ class AgentBehaviour:
         return True
 
     def _judge_quiet(self, barge: _BargeIn, text: str, final: bool) -> bool:
-        """Words of quiet speech that paused the answer (its look, a pause or its final): a
+        """Words of quiet speech that paused the answer (a partial, a pause or its final): a
         question stops it (True: it was the user's); three words or more that ask nothing, or
         whatever the final holds, resume it, one of the session's `quiet_pauses` spent (words
         that ask later still stop it, as they would have without the pause)."""
