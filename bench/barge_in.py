@@ -177,27 +177,26 @@ def was_speaking(peer: LoopbackPeer, start: float) -> bool:
     return bool(before.any() and rms[before].max() > LOUD_RMS)
 
 
+def silences(peer: LoopbackPeer, start: float, stop: float = math.inf) -> list[tuple[float, float]]:
+    """The runs of the agent's silence between `start` and `stop`: (when each began, seconds)."""
+    a_t, rms = audio_timeline(peer.received)
+    within = (a_t >= start) & (a_t < stop)
+    quiet = np.concatenate([[0], (rms[within] <= LOUD_RMS).astype(np.int8), [0]])
+    edges = np.flatnonzero(np.diff(quiet))  # where each run begins, then where it ends
+    t = a_t[within]
+    return [(float(t[b]), (e - b) * 0.02) for b, e in zip(edges[::2], edges[1::2], strict=True)]
+
+
 def stop_time(peer: LoopbackPeer, start: float, quiet_s: float = 0.6) -> float | None:
     """The start of the first silence of `quiet_s` after `start` (pauses between the answer's
     sentences are shorter)."""
-    a_t, rms = audio_timeline(peer.received)
-    run = 0
-    for i in np.flatnonzero(a_t >= start):
-        run = run + 1 if rms[i] <= LOUD_RMS else 0
-        if run * 0.02 >= quiet_s:
-            return float(a_t[i - run + 1])
-    return None
+    return next((t for t, seconds in silences(peer, start) if seconds >= quiet_s), None)
 
 
 def longest_silence(peer: LoopbackPeer, start: float, stop: float) -> float:
-    """The longest run of the agent's silence between `start` and `stop` (seconds): how long
-    a sound paused the answer (a pause between its sentences is ~0.3 s)."""
-    a_t, rms = audio_timeline(peer.received)
-    run = best = 0
-    for quiet in rms[(a_t >= start) & (a_t < stop)] <= LOUD_RMS:
-        run = run + 1 if quiet else 0
-        best = max(best, run)
-    return best * 0.02
+    """The longest of the agent's silences between `start` and `stop` (seconds): how long a
+    sound paused the answer (a pause between its sentences is ~0.3 s)."""
+    return max((seconds for _, seconds in silences(peer, start, stop)), default=0.0)
 
 
 async def real_trial(url: str, i: int, under_db: float | None = None) -> Trial:
