@@ -296,10 +296,10 @@ class AgentBehaviour:
                               "user speech %d started (agent: %s)", utterance_id, phase)
 
     def on_voice(self, utterance_id: int, voiced_ms: float, level_db: float | None = None) -> None:
-        barge, turn = self._barge, self._turn
+        barge, turn = self._barge_of(utterance_id), self._turn
         long = voiced_ms >= self._config.false_interruption_max_ms
         short_db = self._level.below(level_db) if self._level is not None else None
-        if barge is not None and barge.utterance_id == utterance_id:
+        if barge is not None:
             if barge.quiet and short_db is None:  # it grew loud enough: the user's after all
                 self._barge = barge = dataclasses.replace(barge, quiet=False)
             if long and (barge.quiet or not barge.words):
@@ -357,10 +357,10 @@ class AgentBehaviour:
             # 6-token warm took 450 ms, the pause text came ~120 ms late and the answer
             # waited for the warm; 2 of 12 questions).
             self._engines.llm.warm([*self.history, ChatMessage("user", text)])
-        barge = self._barge
-        if barge is not None and barge.utterance_id == utterance_id and barge.quiet:
+        barge = self._barge_of(utterance_id)
+        if barge is not None and barge.quiet:
             self._judge_quiet(barge, text, final=False)
-        elif barge is not None and barge.utterance_id == utterance_id:
+        elif barge is not None:
             if is_real_interruption(text):
                 self._real_interruption(f"heard {text!r}")
             elif not is_backchannel(text):
@@ -369,21 +369,18 @@ class AgentBehaviour:
             self._quiet_question(utterance_id, text)
 
     def on_early_text(self, utterance_id: int, text: str) -> None:
-        barge = self._barge
-        if not self._config.start_on_early_decode or (
-            barge is not None and barge.utterance_id == utterance_id
-        ):
+        if not self._config.start_on_early_decode or self._barge_of(utterance_id) is not None:
             return  # (a barge-in: its pause decides whether it interrupts)
         self._session.log.debug("early text in %d: %r", utterance_id, text)
         self._speculate(utterance_id, text)
 
     def on_pause(self, utterance_id: int, text: str) -> None:
         self._session.log.debug("pause in %d: %r", utterance_id, text)
-        barge = self._barge
-        if barge is not None and barge.utterance_id == utterance_id and barge.quiet:
+        barge = self._barge_of(utterance_id)
+        if barge is not None and barge.quiet:
             if not self._judge_quiet(barge, text, final=False):
                 return
-        elif barge is not None and barge.utterance_id == utterance_id:
+        elif barge is not None:
             if not is_real_interruption(text):
                 return  # the final decides (a short sound may be a false interruption)
             self._real_interruption(f"heard {text!r}")
@@ -402,6 +399,11 @@ class AgentBehaviour:
             self._session.log.info("quiet speech in the answer's own words (an echo?): %r", text)
             return False
         return True
+
+    def _barge_of(self, utterance_id: int) -> _BargeIn | None:
+        """The barge-in this utterance made, if it made the one pending."""
+        barge = self._barge
+        return barge if barge is not None and barge.utterance_id == utterance_id else None
 
     def _judge_quiet(self, barge: _BargeIn, text: str, final: bool) -> bool:
         """Words of quiet speech that paused the answer (a partial, a pause or its final): a
@@ -476,12 +478,12 @@ class AgentBehaviour:
         session.emit(
             Transcript(turn_id=self._turn_id(utterance.id), text=utterance.text, final=True)
         )
-        barge = self._barge
+        barge = self._barge_of(utterance.id)
         heard = utterance.text
-        if barge is not None and barge.utterance_id == utterance.id and barge.quiet:
+        if barge is not None and barge.quiet:
             if not self._judge_quiet(barge, utterance.text, final=True):
                 return
-        elif barge is not None and barge.utterance_id == utterance.id:
+        elif barge is not None:
             self._barge = None
             heard = f"{barge.heard} {utterance.text}".strip()
             voiced_s = utterance.voice_end - barge.onset
